@@ -145,7 +145,7 @@ def _failure_from_dict(value: Mapping[str, Any]) -> ToolResponse:
     if not isinstance(error, Mapping):
         raise EnvelopeError("a failure envelope needs an 'error' object")
     try:
-        error_type = ToolErrorType(error.get("type"))
+        error_type = ToolErrorType(str(error.get("type")))
     except ValueError:
         raise EnvelopeError(f"unknown error type {error.get('type')!r}") from None
     message = error.get("message")

@@ -75,7 +75,7 @@ def intent_from_dict(raw: dict[str, Any]) -> Intent:
     """Parse one intent of an envelope; raises ``ValueError`` naming what is wrong."""
     kind = raw.get("type")
     try:
-        intent_type = IntentType(kind)
+        intent_type = IntentType(str(kind))
     except ValueError:
         raise ValueError(f"unknown intent type {kind!r}") from None
     if intent_type is IntentType.END_VOICE_SESSION:

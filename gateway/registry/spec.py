@@ -1,0 +1,76 @@
+"""A tool as the runtime knows it: the artifact entry, typed, plus its handler and validator."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from gateway.registry.validation import ArgumentValidator
+
+__all__ = ["Handler", "ToolSpec"]
+
+Handler = Callable[[dict[str, Any], Any], Coroutine[Any, Any, Any]]
+Category = Literal["retrieval", "action", "utility"]
+Sensitivity = Literal["low", "medium", "high", "critical"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    tool_id: str
+    category: Category
+    sensitivity: Sensitivity
+    requires_confirmation: bool
+    modes: frozenset[str]
+    timeout_ms: int | None
+    result_allowlist: tuple[str, ...]
+    intent_keywords: tuple[str, ...]
+    permissions: frozenset[str]
+    idempotent: bool
+    cache_ttl_s: int | None
+    depends_on: tuple[str, ...]
+    safety_rules: tuple[str, ...]
+    json_schema: Mapping[str, Any]
+    provider_schemas: Mapping[str, Any]
+    summary: str
+    description: str
+    documentation: str
+    handler_path: str
+    handler: Handler
+    validator: ArgumentValidator
+
+    @property
+    def needs_confirmation(self) -> bool:
+        """Critical tools always need the client's own confirmation."""
+        return self.requires_confirmation or self.sensitivity == "critical"
+
+    def allowed_for(self, roles: frozenset[str] | set[str] | tuple[str, ...]) -> bool:
+        return not self.permissions or bool(self.permissions.intersection(roles))
+
+    @classmethod
+    def from_entry(
+        cls, entry: Mapping[str, Any], handler: Handler, validator: ArgumentValidator
+    ) -> ToolSpec:
+        return cls(
+            tool_id=entry["toolId"],
+            category=entry["category"],
+            sensitivity=entry["sensitivity"],
+            requires_confirmation=bool(entry["requiresConfirmation"]),
+            modes=frozenset(entry["modes"]),
+            timeout_ms=entry.get("timeoutMs"),
+            result_allowlist=tuple(entry["resultAllowlist"]),
+            intent_keywords=tuple(k.lower() for k in entry.get("intentKeywords") or ()),
+            permissions=frozenset(entry.get("permissions") or ()),
+            idempotent=bool(entry.get("idempotent")),
+            cache_ttl_s=entry.get("cacheTtlS"),
+            depends_on=tuple(entry.get("dependsOn") or ()),
+            safety_rules=tuple(entry.get("safetyRules") or ()),
+            json_schema=entry["jsonSchema"],
+            provider_schemas=entry["providerSchemas"],
+            summary=entry["summary"],
+            description=entry.get("description", entry["summary"]),
+            documentation=entry["documentation"],
+            handler_path=entry["handlerPath"],
+            handler=handler,
+            validator=validator,
+        )

@@ -1,0 +1,381 @@
+"""The single tool runner: parse, validate, deadline, execute, envelope, cache, audit.
+
+Every tool execution in the gateway goes through ``ToolRunner.run``; refusals decided before
+execution (by the orchestrator) go through ``ToolRunner.refuse`` so they are audited and shaped the
+same way. The model always gets exactly one envelope per call id, whatever happened.
+
+One runner serves one session: call ids (for dedupe and cancellation) are unique per session.
+The registry, the result cache and the audit sink are shared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import structlog
+
+from gateway.clock import Clock, SystemClock
+from gateway.registry import Registry, ToolSpec
+from gateway.toolrun.arguments import (
+    ArgumentError,
+    ParsedArguments,
+    arguments_hash,
+    canonical_json,
+    parse_arguments,
+)
+from gateway.toolrun.audit import AuditDecision, AuditRecord, AuditSink
+from gateway.toolrun.cache import ResultCache
+from gateway.toolrun.limits import DEFAULT_BUDGETS, Mode, ModeBudget
+from gateway.toolrun.outcome import Caller, CallOutcome, ToolCall
+from gateway.toolrun.projection import project
+from tools._core import EnvelopeError, ToolContext, ToolError, ToolErrorType, ToolResponse
+from tools._core import normalize_envelope as _normalize
+
+__all__ = ["RunObserver", "ToolRunner"]
+
+_log = structlog.get_logger("toolrun")
+
+
+class RunObserver(Protocol):
+    """Metrics hooks; the observability package implements them with Prometheus."""
+
+    def call_finished(self, tool_id: str, outcome: str, duration_s: float) -> None: ...
+
+    def soft_limit_exceeded(self, tool_id: str, mode: str) -> None: ...
+
+
+class ToolRunner:
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        data_dir: Path,
+        audit: AuditSink,
+        clock: Clock | None = None,
+        cache: ResultCache | None = None,
+        budgets: Mapping[Mode, ModeBudget] = DEFAULT_BUDGETS,
+        observer: RunObserver | None = None,
+        dedupe_window: int = 1024,
+    ) -> None:
+        self.registry = registry
+        self._data_dir = data_dir
+        self._audit = audit
+        self._clock = clock or SystemClock()
+        self._cache = cache
+        self._budgets = budgets
+        self._observer = observer
+        self._dedupe_window = dedupe_window
+        # call id → the future of its outcome; finished ones kept (bounded) to answer duplicates.
+        self._calls: OrderedDict[str, asyncio.Future[CallOutcome]] = OrderedDict()
+        self._running: dict[str, asyncio.Task[Any]] = {}
+        self._cancel_requested: set[str] = set()
+
+    # -- public API ------------------------------------------------------------------------
+
+    def hard_timeout_ms(self, spec: ToolSpec, mode: Mode) -> int:
+        return spec.timeout_ms or self._budgets[mode].hard_timeout_ms
+
+    async def run(
+        self,
+        call: ToolCall,
+        caller: Caller,
+        *,
+        decision: AuditDecision = AuditDecision.EXECUTED,
+    ) -> CallOutcome:
+        """Execute one call; a duplicate delivery of a call id waits for and shares the first."""
+        earlier = self._calls.get(call.call_id)
+        if earlier is not None:
+            first = await asyncio.shield(earlier)
+            return replace(first, duplicate=True)
+        future: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
+        self._remember(call.call_id, future)
+        try:
+            outcome = await self._run_once(call, caller, decision)
+        except BaseException:
+            # Our own task was cancelled (session closing): duplicates waiting on it see that.
+            future.cancel()
+            raise
+        future.set_result(outcome)
+        return outcome
+
+    async def run_batch(self, calls: Sequence[ToolCall], caller: Caller) -> list[CallOutcome]:
+        """Run a batch concurrently; a call waits for the calls its tool ``dependsOn``.
+
+        One failure never blocks the others: a dependent call runs after its dependencies
+        finish, whatever their outcome. Outcomes come back in the order of ``calls``.
+        """
+        tasks: list[asyncio.Task[CallOutcome]] = []
+        for index, call in enumerate(calls):
+            spec = self.registry.get(call.tool_id)
+            depends = set(spec.depends_on) if spec else set()
+            waits_for = [
+                tasks[j] for j in range(index) if calls[j].tool_id in depends and j != index
+            ]
+            tasks.append(asyncio.create_task(self._run_after(waits_for, call, caller)))
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            raise
+
+    def refuse(
+        self,
+        call: ToolCall,
+        caller: Caller,
+        error_type: ToolErrorType,
+        message: str,
+        *,
+        decision: AuditDecision = AuditDecision.BLOCKED,
+        reason: str | None = None,
+        arguments: dict[str, Any] | None = None,
+        **extra: Any,
+    ) -> CallOutcome:
+        """A call answered without running: shaped, audited and counted like any other."""
+        response = ToolResponse.failure(error_type, message, **extra)
+        outcome = self._finish(call, caller, response, arguments, 0.0, decision, reason=reason)
+        if call.call_id not in self._calls:
+            done: asyncio.Future[CallOutcome] = asyncio.get_event_loop().create_future()
+            done.set_result(outcome)
+            self._remember(call.call_id, done)
+        return outcome
+
+    def seen(self, call_id: str) -> bool:
+        return call_id in self._calls
+
+    def cancel(self, call_id: str) -> bool:
+        """Cancel a running call (barge-in, provider cancellation). True if it was running."""
+        task = self._running.get(call_id)
+        if task is None or task.done():
+            return False
+        self._cancel_requested.add(call_id)
+        task.cancel()
+        return True
+
+    def cancel_all(self) -> None:
+        for call_id in list(self._running):
+            self.cancel(call_id)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _remember(self, call_id: str, future: asyncio.Future[CallOutcome]) -> None:
+        self._calls[call_id] = future
+        while len(self._calls) > self._dedupe_window:
+            _, oldest = next(iter(self._calls.items()))
+            if not oldest.done():
+                break  # never forget a call that is still running
+            self._calls.popitem(last=False)
+
+    async def _run_after(
+        self, waits_for: list[asyncio.Task[CallOutcome]], call: ToolCall, caller: Caller
+    ) -> CallOutcome:
+        if waits_for:
+            await asyncio.wait(waits_for)
+        return await self.run(call, caller)
+
+    async def _run_once(
+        self, call: ToolCall, caller: Caller, decision: AuditDecision
+    ) -> CallOutcome:
+        spec = self.registry.get(call.tool_id)
+        if spec is None:
+            return self._fail_before(
+                call, caller, ToolErrorType.NOT_FOUND, f"no tool named '{call.tool_id}'"
+            )
+        try:
+            parsed: ParsedArguments = parse_arguments(call.arguments)
+        except ArgumentError as exc:
+            return self._fail_before(call, caller, ToolErrorType.VALIDATION, str(exc))
+        args = parsed.args
+        problem = spec.validator.problem(args)
+        if problem is not None:
+            return self._fail_before(call, caller, ToolErrorType.VALIDATION, problem, args)
+
+        canonical = canonical_json(args)
+        if self._cache is not None and spec.idempotent and spec.cache_ttl_s:
+            cached = self._cache.get(caller.user_id, spec.tool_id, canonical)
+            if cached is not None:
+                return self._finish(call, caller, cached, args, 0.0, AuditDecision.CACHED)
+
+        started = self._clock.monotonic()
+        response = await self._execute(spec, call, caller, args)
+        duration_ms = (self._clock.monotonic() - started) * 1000.0
+        if response is None:  # cancelled by the provider
+            failure = ToolResponse.failure(
+                ToolErrorType.TRANSIENT,
+                "the call was cancelled before it finished",
+                retryable=True,
+                partial_side_effects=spec.category == "action",
+            )
+            outcome = self._finish(
+                call, caller, failure, args, duration_ms, AuditDecision.CANCELLED
+            )
+            return replace(outcome, cancelled=True)
+        self._check_soft_limit(spec, caller, duration_ms)
+        if self._cache is not None and spec.idempotent and spec.cache_ttl_s:
+            self._cache.put(caller.user_id, spec.tool_id, canonical, response, spec.cache_ttl_s)
+        return self._finish(call, caller, response, args, duration_ms, decision)
+
+    async def _execute(
+        self, spec: ToolSpec, call: ToolCall, caller: Caller, args: dict[str, Any]
+    ) -> ToolResponse | None:
+        """Run the handler under its hard deadline. None means the provider cancelled it."""
+        ctx = ToolContext(
+            session_id=caller.session_id,
+            user_id=caller.user_id,
+            roles=caller.roles,
+            mode=caller.mode,
+            call_id=call.call_id,
+            tool_id=spec.tool_id,
+            data_dir=self._data_dir,
+            registry_version=self.registry.version,
+            auth_token=caller.auth_token,
+            tenant=caller.tenant,
+            catalog=self.registry,
+            logger=_log.bind(session_id=caller.session_id, call_id=call.call_id, tool=spec.tool_id),
+        )
+        task: asyncio.Task[Any] = asyncio.create_task(spec.handler(args, ctx))
+        self._running[call.call_id] = task
+        timeout_s = self.hard_timeout_ms(spec, caller.mode) / 1000.0
+        try:
+            async with asyncio.timeout(timeout_s):
+                result = await task
+        except TimeoutError:
+            return ToolResponse.failure(
+                ToolErrorType.TIMEOUT,
+                f"the tool did not finish within {timeout_s * 1000:.0f} ms",
+                retryable=spec.idempotent,
+                partial_side_effects=spec.category == "action",
+            )
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            ours = current is not None and current.cancelling() > 0
+            if call.call_id in self._cancel_requested and not ours:
+                return None
+            raise
+        except ToolError as exc:
+            return ToolResponse.failure(
+                exc.type,
+                exc.message,
+                retryable=exc.retryable,
+                partial_side_effects=exc.partial_side_effects,
+            )
+        except Exception as exc:
+            # The exception text may hold secrets or internals: log its type and place only.
+            tb = exc.__traceback__
+            while tb is not None and tb.tb_next is not None:
+                tb = tb.tb_next
+            where = f"{Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno}" if tb else "?"
+            _log.error(
+                "tool_handler_crashed",
+                session_id=caller.session_id,
+                call_id=call.call_id,
+                tool=spec.tool_id,
+                exception=type(exc).__name__,
+                where=where,
+            )
+            return ToolResponse.failure(
+                ToolErrorType.INTERNAL,
+                "the tool failed unexpectedly",
+                partial_side_effects=spec.category == "action",
+            )
+        finally:
+            self._running.pop(call.call_id, None)
+            self._cancel_requested.discard(call.call_id)
+        try:
+            return _normalize(result)
+        except EnvelopeError as exc:
+            _log.error(
+                "tool_returned_invalid_envelope",
+                session_id=caller.session_id,
+                call_id=call.call_id,
+                tool=spec.tool_id,
+                problem=str(exc),
+            )
+            return ToolResponse.failure(
+                ToolErrorType.INTERNAL,
+                "the tool returned an invalid result",
+                partial_side_effects=spec.category == "action",
+            )
+
+    def _check_soft_limit(self, spec: ToolSpec, caller: Caller, duration_ms: float) -> None:
+        soft_ms = self._budgets[caller.mode].soft_limit_ms
+        if spec.category != "retrieval" or duration_ms <= soft_ms:
+            return
+        _log.warning(
+            "tool_soft_limit_exceeded",
+            session_id=caller.session_id,
+            tool=spec.tool_id,
+            mode=caller.mode,
+            duration_ms=round(duration_ms, 1),
+            soft_limit_ms=soft_ms,
+        )
+        if self._observer is not None:
+            self._observer.soft_limit_exceeded(spec.tool_id, caller.mode)
+
+    def _fail_before(
+        self,
+        call: ToolCall,
+        caller: Caller,
+        error_type: ToolErrorType,
+        message: str,
+        args: dict[str, Any] | None = None,
+    ) -> CallOutcome:
+        response = ToolResponse.failure(error_type, message)
+        return self._finish(
+            call, caller, response, args, 0.0, AuditDecision.BLOCKED, reason=error_type.value
+        )
+
+    def _finish(
+        self,
+        call: ToolCall,
+        caller: Caller,
+        response: ToolResponse,
+        args: dict[str, Any] | None,
+        duration_ms: float,
+        decision: AuditDecision,
+        *,
+        reason: str | None = None,
+    ) -> CallOutcome:
+        spec = self.registry.get(call.tool_id)
+        meta = {
+            "toolId": call.tool_id,
+            "callId": call.call_id,
+            "durationMs": round(duration_ms, 3),
+            "registryVersion": self.registry.version,
+        }
+        if decision is AuditDecision.CACHED:
+            meta["cached"] = True
+        client_data = project(response.data, spec.result_allowlist) if spec else {}
+        outcome_name = "ok" if response.error is None else response.error.type.value
+        self._audit.record(
+            AuditRecord(
+                session_id=caller.session_id,
+                user_id=caller.user_id,
+                turn=caller.turn,
+                tool=call.tool_id,
+                call_id=call.call_id,
+                args_hash=None if args is None else arguments_hash(call.tool_id, args),
+                decision=decision,
+                outcome=outcome_name,
+                duration_ms=duration_ms,
+                intents=tuple(response.intent_names),
+                result=client_data,
+                reason=reason,
+            )
+        )
+        if self._observer is not None:
+            self._observer.call_finished(call.tool_id, outcome_name, duration_ms / 1000.0)
+        return CallOutcome(
+            call=call,
+            response=response,
+            envelope=response.to_envelope(meta),
+            client_data=client_data,
+            arguments=args,
+            duration_ms=duration_ms,
+            decision=decision,
+        )

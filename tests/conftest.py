@@ -1,0 +1,33 @@
+"""Fixtures shared by the whole suite: built registries over fixture tool folders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gateway.registry import Registry, load_registry
+from registry_build import build_registry
+from registry_build.build import serialize_artifact
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "tests" / "fixtures"
+
+
+def build_and_load(roots: list[Path], out: Path) -> Registry:
+    result = build_registry(roots)
+    assert result.artifact is not None, [str(e) for e in result.errors]
+    out.write_bytes(serialize_artifact(result.artifact))
+    return load_registry(out)
+
+
+@pytest.fixture(scope="session")
+def runner_registry(tmp_path_factory: pytest.TempPathFactory) -> Registry:
+    out = tmp_path_factory.mktemp("registry") / "runner_registry.json"
+    return build_and_load([FIXTURES / "runner_tools"], out)
+
+
+@pytest.fixture(scope="session")
+def project_registry(tmp_path_factory: pytest.TempPathFactory) -> Registry:
+    out = tmp_path_factory.mktemp("registry") / "tool_registry.json"
+    return build_and_load([REPO / "tools"], out)
