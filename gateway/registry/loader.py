@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -72,9 +73,12 @@ def _import_handler(tool_id: str, version: str, path: Path) -> Handler:
     if spec is None or spec.loader is None:
         raise RegistryInvalidError(f"tool {tool_id}: cannot import {path}")
     module = importlib.util.module_from_spec(spec)
+    # Registered first, as importlib's recipe does: dataclasses and pickling look it up there.
+    sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
+        del sys.modules[module_name]
         raise RegistryInvalidError(
             f"tool {tool_id}: importing {path} failed: {type(exc).__name__}: {exc}"
         ) from exc

@@ -122,9 +122,7 @@ async def test_plain_dict_envelopes_are_accepted_with_intents(runner: ToolRunner
     "error_type", ["SESSION_INACTIVE", "TRANSIENT", "PERMANENT", "CONFLICT", "AUTH", "RATE_LIMIT"]
 )
 async def test_handler_error_types_pass_through(runner: ToolRunner, error_type: str) -> None:
-    raised = await runner.run(
-        ToolCall("c1", "raises_tool_error", {"type": error_type}), CALLER
-    )
+    raised = await runner.run(ToolCall("c1", "raises_tool_error", {"type": error_type}), CALLER)
     assert raised.envelope["error"] == {
         "type": error_type,
         "message": "the upstream said no",
@@ -217,9 +215,7 @@ async def test_depends_on_orders_a_batch_and_failures_do_not_block(
     assert failing[0].error_type == "TIMEOUT" and failing[1].ok
 
 
-async def test_provider_cancellation_marks_the_outcome(
-    runner: ToolRunner, tmp_path: Path
-) -> None:
+async def test_provider_cancellation_marks_the_outcome(runner: ToolRunner, tmp_path: Path) -> None:
     task = asyncio.create_task(runner.run(ToolCall("x", "sleepy", {"ms": 900}), CALLER))
     while not (tmp_path / "sleepy_x.state").exists():
         await asyncio.sleep(0)
@@ -230,9 +226,7 @@ async def test_provider_cancellation_marks_the_outcome(
     assert not runner.cancel("x")
 
 
-async def test_refusals_are_audited_like_calls(
-    runner: ToolRunner, audit: MemoryAuditSink
-) -> None:
+async def test_refusals_are_audited_like_calls(runner: ToolRunner, audit: MemoryAuditSink) -> None:
     outcome = runner.refuse(
         ToolCall("r", "echo", {"text": "x"}),
         CALLER,

@@ -1,0 +1,1 @@
+"""Benchmarks run by ``scripts/bench``; never part of the test suite."""

@@ -1,0 +1,148 @@
+"""Typed settings from the environment; every name has a sane default (ARCHITECTURE.md).
+
+Loaded once in the composition root and passed down; nothing else reads the environment.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from gateway.errors import ConfigError
+from gateway.toolrun import ModeBudget
+
+__all__ = ["Settings", "is_loopback"]
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="GATEWAY_", extra="ignore", case_sensitive=False, populate_by_name=True
+    )
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    provider: Literal["local", "openai", "gemini", "chat"] = "local"
+    auth: Literal["jwt", "none"] = "jwt"
+    auth_secret: SecretStr | None = None
+    allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    registry: Path = Path("build/tool_registry.json")
+    data_dir: Path = Path.home() / ".local" / "share" / "realtime-gateway"
+    redis_url: str | None = None
+    log_format: Literal["json", "console"] = "json"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    # Protocol limits (PROTOCOL.md sections 3 and 4).
+    max_text_frame: int = 256 * 1024
+    max_binary_frame: int = 64 * 1024
+    session_start_timeout_s: float = 10.0
+    idle_timeout_s: float = 300.0
+    max_duration_s: float = 3600.0
+    resume_window_s: float = 30.0
+    confirmation_ttl_s: float = 120.0
+    drain_grace_s: float = 5.0
+    # Connection rate limit per client address, and a cap on concurrent sessions.
+    connections_per_minute: int = 600
+    max_sessions: int = 2000
+    # Outbound queue per client: audio beyond this is dropped (and counted) first.
+    outbound_audio_frames: int = 200
+    default_instructions: str = "You are a helpful, concise assistant."
+
+    # Per-mode budgets (TOOLS.md section 4).
+    voice_retrieval_calls: int = 2
+    voice_soft_limit_ms: int = 800
+    voice_hard_timeout_ms: int = 3000
+    text_retrieval_calls: int = 5
+    text_soft_limit_ms: int = 2000
+    text_hard_timeout_ms: int = 5000
+    tool_rounds_per_turn: int = 5
+
+    # The embedded local model: 1.0 speaks in real time, 0 as fast as possible.
+    local_pace: float = 1.0
+    local_scenario: Path | None = None
+
+    # Upstreams.
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_API_KEY", "openai_api_key")
+    )
+    openai_ws_url: str | None = None
+    openai_model: str = "gpt-realtime"
+    gemini_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("GEMINI_API_KEY", "gemini_api_key")
+    )
+    gemini_base_url: str | None = None
+    gemini_ca_file: Path | None = None
+    gemini_model: str = "gemini-2.5-flash-native-audio-preview-09-2025"
+    gemini_text_model: str = "gemini-live-2.5-flash-preview"
+    chat_base_url: str | None = None
+    chat_api_key: SecretStr | None = None
+    chat_model: str = "gpt-4o-mini"
+    twilio_auth_token: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("TWILIO_AUTH_TOKEN", "twilio_auth_token")
+    )
+    public_url: str | None = None
+
+    @field_validator("allowed_origins", mode="before")
+    @classmethod
+    def _split_origins(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [o.strip().rstrip("/") for o in value.split(",") if o.strip()]
+        return value
+
+    @model_validator(mode="after")
+    def _auth_is_safe(self) -> Settings:
+        if self.auth == "none" and not is_loopback(self.host):
+            raise ValueError(
+                f"GATEWAY_AUTH=none is only allowed on a loopback address, not {self.host!r}"
+            )
+        if self.auth == "jwt" and (
+            self.auth_secret is None or len(self.auth_secret.get_secret_value()) < 32
+        ):
+            raise ValueError(
+                "GATEWAY_AUTH=jwt needs GATEWAY_AUTH_SECRET (at least 32 characters); "
+                "or run locally with GATEWAY_AUTH=none on 127.0.0.1"
+            )
+        return self
+
+    def budget(self, mode: Literal["voice", "text"]) -> ModeBudget:
+        if mode == "voice":
+            return ModeBudget(
+                self.voice_retrieval_calls,
+                self.voice_soft_limit_ms,
+                self.voice_hard_timeout_ms,
+                self.tool_rounds_per_turn,
+            )
+        return ModeBudget(
+            self.text_retrieval_calls,
+            self.text_soft_limit_ms,
+            self.text_hard_timeout_ms,
+            self.tool_rounds_per_turn,
+        )
+
+    def registry_path(self) -> Path:
+        """A relative path is tried from the working directory, then from the project root."""
+        if self.registry.is_absolute() or self.registry.exists():
+            return self.registry
+        beside_project = PROJECT_ROOT / self.registry
+        return beside_project if beside_project.exists() else self.registry
+
+    @classmethod
+    def load(cls) -> Settings:
+        try:
+            return cls()
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc

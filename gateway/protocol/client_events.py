@@ -1,0 +1,471 @@
+"""Client → gateway events (PROTOCOL.md section 5) as frozen dataclasses that validate themselves.
+
+Theory of operation: the decoder (``decode.py``) checks JSON *types* and builds these events;
+each constructor then checks the *values* the protocol constrains (allowed choices, ranges,
+lengths, whole 16-bit samples) and raises :class:`ProtocolError` (``invalid_event`` naming the
+field, or ``invalid_audio``). So an event that exists is a valid one, whoever built it. Enum
+fields accept their plain string values and store the enum member. ``to_dict`` goes the other
+way, for Python clients and tests.
+
+Defaults where PROTOCOL.md is silent or leaves the choice to the server:
+
+- ``audio`` absent, or one of its rates absent: input 16000 Hz, output 24000 Hz.
+- A JSON ``null`` for an optional field means the same as leaving the field out.
+- ``provider``, ``model``, ``voice``, ``instructions``, ``locale`` absent (None): the server's
+  defaults. ``tools`` absent (None): every tool the user may use; an empty list: no tools.
+- Identifiers (``response_id``, ``confirmation_id``, resume ids, tool names) must be non-empty;
+  free text (``model``, ``reason``, …) may be any string.
+- ``audio.append`` with no samples is ``invalid_audio``, like an empty binary frame.
+- ``tool_dialect`` is an extension for provider tool-calling styles; absent means native.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import ClassVar, TypeAlias
+
+from ._field_checks import choice, invalid_field, require_non_empty
+from .errors import ErrorCode, ProtocolError
+from .json_types import JsonObject, JsonScalar
+
+__all__ = [
+    "ALLOWED_SAMPLE_RATES",
+    "DEFAULT_INPUT_RATE",
+    "DEFAULT_OUTPUT_RATE",
+    "MAX_METADATA_PAIRS",
+    "MAX_TEXT_CHARS",
+    "AudioAppend",
+    "AudioClear",
+    "AudioCommit",
+    "AudioFormat",
+    "AudioPlayback",
+    "BinaryAudio",
+    "ClientEvent",
+    "ConfirmationRespond",
+    "Decision",
+    "JsonClientEvent",
+    "Mode",
+    "Ping",
+    "Provider",
+    "ResponseCancel",
+    "Resume",
+    "SessionEnd",
+    "SessionStart",
+    "SessionUpdate",
+    "TextSend",
+    "ToolDialect",
+]
+
+ALLOWED_SAMPLE_RATES: tuple[int, ...] = (8000, 16000, 24000, 48000)
+DEFAULT_INPUT_RATE = 16000
+DEFAULT_OUTPUT_RATE = 24000
+MAX_TEXT_CHARS = 16_000
+MAX_METADATA_PAIRS = 16
+
+
+class Mode(StrEnum):
+    VOICE = "voice"
+    TEXT = "text"
+
+
+class Provider(StrEnum):
+    OPENAI = "openai"
+    GEMINI = "gemini"
+    CHAT = "chat"
+    LOCAL = "local"
+
+
+class ToolDialect(StrEnum):
+    """How tools are offered to the model (extension; None means the provider's native way)."""
+
+    NATIVE = "native"
+    INLINE = "inline"
+    JSON = "json"
+
+
+class Decision(StrEnum):
+    """The user's answer in ``confirmation.respond``."""
+
+    APPROVE = "approve"
+    REJECT = "reject"
+
+
+def _check_whole_samples(pcm: bytes, event_type: str, event_id: str | None) -> None:
+    if not pcm:
+        raise ProtocolError(
+            ErrorCode.INVALID_AUDIO, f"{event_type}: audio holds no samples", event_id=event_id
+        )
+    if len(pcm) % 2:
+        raise ProtocolError(
+            ErrorCode.INVALID_AUDIO,
+            f"{event_type}: PCM16 audio must have an even number of bytes, got {len(pcm)}",
+            event_id=event_id,
+        )
+
+
+def _check_rate(rate: int, field_name: str) -> None:
+    # type() rather than isinstance(): True is an int but never a sample rate.
+    if type(rate) is not int or rate not in ALLOWED_SAMPLE_RATES:
+        allowed = ", ".join(str(r) for r in ALLOWED_SAMPLE_RATES)
+        raise invalid_field(SessionStart.TYPE, field_name, f"must be one of {allowed}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AudioFormat:
+    """PCM16 mono sample rates of the session, in Hz (shared by session.start/started)."""
+
+    input_rate: int = DEFAULT_INPUT_RATE
+    output_rate: int = DEFAULT_OUTPUT_RATE
+
+    def __post_init__(self) -> None:
+        _check_rate(self.input_rate, "audio.input_rate")
+        _check_rate(self.output_rate, "audio.output_rate")
+
+    def to_dict(self) -> JsonObject:
+        return {"input_rate": self.input_rate, "output_rate": self.output_rate}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resume:
+    """``session.start.resume``: the ids of the session to pick up again."""
+
+    session_id: str
+    resume_token: str
+
+    def __post_init__(self) -> None:
+        require_non_empty(
+            self.session_id, event_type=SessionStart.TYPE, field_name="resume.session_id"
+        )
+        require_non_empty(
+            self.resume_token, event_type=SessionStart.TYPE, field_name="resume.resume_token"
+        )
+
+    def to_dict(self) -> JsonObject:
+        return {"session_id": self.session_id, "resume_token": self.resume_token}
+
+
+def _with_event_id(body: JsonObject, event_id: str | None) -> JsonObject:
+    if event_id is not None:
+        body["event_id"] = event_id
+    return body
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionStart:
+    """``session.start``: open (or, with ``resume``, pick up) a session; defaults above."""
+
+    TYPE: ClassVar[str] = "session.start"
+
+    mode: Mode
+    provider: Provider | None = None
+    model: str | None = None
+    voice: str | None = None
+    instructions: str | None = None
+    locale: str | None = None
+    audio: AudioFormat = AudioFormat()
+    tools: tuple[str, ...] | None = None
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    resume: Resume | None = None
+    tool_dialect: ToolDialect | None = None
+    event_id: str | None = None
+
+    def __post_init__(self) -> None:
+        event_type, event_id = self.TYPE, self.event_id
+        mode = choice(Mode, self.mode, event_type=event_type, field_name="mode", event_id=event_id)
+        object.__setattr__(self, "mode", mode)
+        if self.provider is not None:
+            provider = choice(
+                Provider,
+                self.provider,
+                event_type=event_type,
+                field_name="provider",
+                event_id=event_id,
+            )
+            object.__setattr__(self, "provider", provider)
+        if self.tool_dialect is not None:
+            dialect = choice(
+                ToolDialect,
+                self.tool_dialect,
+                event_type=event_type,
+                field_name="tool_dialect",
+                event_id=event_id,
+            )
+            object.__setattr__(self, "tool_dialect", dialect)
+        if self.tools is not None:
+            object.__setattr__(self, "tools", tuple(self.tools))
+            for index, name in enumerate(self.tools):
+                require_non_empty(
+                    name, event_type=event_type, field_name=f"tools[{index}]", event_id=event_id
+                )
+        if len(self.metadata) > MAX_METADATA_PAIRS:
+            raise invalid_field(
+                self.TYPE,
+                "metadata",
+                f"must have at most {MAX_METADATA_PAIRS} entries",
+                self.event_id,
+            )
+        for key, value in self.metadata.items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise invalid_field(
+                    self.TYPE, "metadata", "must map strings to strings", self.event_id
+                )
+
+    def to_dict(self) -> JsonObject:
+        body: JsonObject = {"type": self.TYPE, "mode": self.mode.value}
+        optional_strings = {
+            "provider": self.provider,
+            "model": self.model,
+            "voice": self.voice,
+            "instructions": self.instructions,
+            "locale": self.locale,
+            "tool_dialect": self.tool_dialect,
+        }
+        body.update({name: value for name, value in optional_strings.items() if value is not None})
+        body["audio"] = self.audio.to_dict()
+        if self.tools is not None:
+            body["tools"] = list(self.tools)
+        if self.metadata:
+            body["metadata"] = dict(self.metadata)
+        if self.resume is not None:
+            body["resume"] = self.resume.to_dict()
+        return _with_event_id(body, self.event_id)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BinaryAudio:
+    """A binary frame: the user's microphone as PCM16 LE mono at the session's input rate."""
+
+    pcm: bytes
+
+    def __post_init__(self) -> None:
+        _check_whole_samples(self.pcm, "binary frame", None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AudioAppend:
+    """``audio.append``: the same as a binary frame, for clients that cannot send one."""
+
+    TYPE: ClassVar[str] = "audio.append"
+
+    audio: bytes  # decoded from base64 by the decoder
+    event_id: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_whole_samples(self.audio, self.TYPE, self.event_id)
+
+    def to_dict(self) -> JsonObject:
+        body: JsonObject = {"type": self.TYPE, "audio": base64.b64encode(self.audio).decode()}
+        return _with_event_id(body, self.event_id)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AudioCommit:
+    """``audio.commit``: the end of the user's utterance (push-to-talk)."""
+
+    TYPE: ClassVar[str] = "audio.commit"
+
+    event_id: str | None = None
+
+    def to_dict(self) -> JsonObject:
+        return _with_event_id({"type": self.TYPE}, self.event_id)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AudioClear:
+    """``audio.clear``: drop buffered, uncommitted user audio."""
+
+    TYPE: ClassVar[str] = "audio.clear"
+
+    event_id: str | None = None
+
+    def to_dict(self) -> JsonObject:
+        return _with_event_id({"type": self.TYPE}, self.event_id)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AudioPlayback:
+    """``audio.playback``: how much of a response's audio the client really played."""
+
+    TYPE: ClassVar[str] = "audio.playback"
+
+    response_id: str
+    played_ms: int
+    event_id: str | None = None
+
+    def __post_init__(self) -> None:
+        require_non_empty(
+            self.response_id, event_type=self.TYPE, field_name="response_id", event_id=self.event_id
+        )
+        if type(self.played_ms) is not int or self.played_ms < 0:
+            raise invalid_field(self.TYPE, "played_ms", "must be an integer >= 0", self.event_id)
+
+    def to_dict(self) -> JsonObject:
+        body: JsonObject = {
+            "type": self.TYPE,
+            "response_id": self.response_id,
+            "played_ms": self.played_ms,
+        }
+        return _with_event_id(body, self.event_id)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextSend:
+    """``text.send``: a user text message (1 to 16,000 characters)."""
+
+    TYPE: ClassVar[str] = "text.send"
+
+    text: str
+    event_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str) or not 1 <= len(self.text) <= MAX_TEXT_CHARS:
+            raise invalid_field(
+                self.TYPE, "text", f"must be 1 to {MAX_TEXT_CHARS} characters", self.event_id
+            )
+
+    def to_dict(self) -> JsonObject:
+        return _with_event_id({"type": self.TYPE, "text": self.text}, self.event_id)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResponseCancel:
+    """``response.cancel``: stop the assistant's current response (manual barge-in)."""
+
+    TYPE: ClassVar[str] = "response.cancel"
+
+    event_id: str | None = None
+
+    def to_dict(self) -> JsonObject:
+        return _with_event_id({"type": self.TYPE}, self.event_id)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfirmationRespond:
+    """``confirmation.respond``: approve (optionally with new arguments) or reject."""
+
+    TYPE: ClassVar[str] = "confirmation.respond"
+
+    confirmation_id: str
+    decision: Decision
+    parameters: JsonObject | None = None  # approve with modified arguments (validated again)
+    event_id: str | None = None
+
+    def __post_init__(self) -> None:
+        require_non_empty(
+            self.confirmation_id,
+            event_type=self.TYPE,
+            field_name="confirmation_id",
+            event_id=self.event_id,
+        )
+        decision = choice(
+            Decision,
+            self.decision,
+            event_type=self.TYPE,
+            field_name="decision",
+            event_id=self.event_id,
+        )
+        object.__setattr__(self, "decision", decision)
+        if self.parameters is not None and not isinstance(self.parameters, dict):
+            raise invalid_field(self.TYPE, "parameters", "must be an object", self.event_id)
+
+    def to_dict(self) -> JsonObject:
+        body: JsonObject = {
+            "type": self.TYPE,
+            "confirmation_id": self.confirmation_id,
+            "decision": self.decision.value,
+        }
+        if self.parameters is not None:
+            body["parameters"] = self.parameters
+        return _with_event_id(body, self.event_id)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionUpdate:
+    """``session.update``: switch mode and/or instructions mid-session (at least one)."""
+
+    TYPE: ClassVar[str] = "session.update"
+
+    mode: Mode | None = None
+    instructions: str | None = None
+    event_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode is None and self.instructions is None:
+            raise ProtocolError(
+                ErrorCode.INVALID_EVENT,
+                f"{self.TYPE}: 'mode' or 'instructions' is required",
+                event_id=self.event_id,
+            )
+        if self.mode is not None:
+            mode = choice(
+                Mode, self.mode, event_type=self.TYPE, field_name="mode", event_id=self.event_id
+            )
+            object.__setattr__(self, "mode", mode)
+
+    def to_dict(self) -> JsonObject:
+        body: JsonObject = {"type": self.TYPE}
+        if self.mode is not None:
+            body["mode"] = self.mode.value
+        if self.instructions is not None:
+            body["instructions"] = self.instructions
+        return _with_event_id(body, self.event_id)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionEnd:
+    """``session.end``: the client ends the session."""
+
+    TYPE: ClassVar[str] = "session.end"
+
+    reason: str | None = None
+    event_id: str | None = None
+
+    def to_dict(self) -> JsonObject:
+        body: JsonObject = {"type": self.TYPE}
+        if self.reason is not None:
+            body["reason"] = self.reason
+        return _with_event_id(body, self.event_id)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ping:
+    """``ping``: answered by ``pong`` echoing ``id``, whatever JSON scalar it was (or null)."""
+
+    TYPE: ClassVar[str] = "ping"
+
+    id: JsonScalar = None
+    event_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.id is not None and not isinstance(self.id, str | int | float | bool):
+            raise invalid_field(
+                self.TYPE, "id", "must be a string, number, boolean or null", self.event_id
+            )
+
+    def to_dict(self) -> JsonObject:
+        body: JsonObject = {"type": self.TYPE}
+        if self.id is not None:
+            body["id"] = self.id
+        return _with_event_id(body, self.event_id)
+
+
+JsonClientEvent: TypeAlias = (
+    SessionStart
+    | AudioAppend
+    | AudioCommit
+    | AudioClear
+    | AudioPlayback
+    | TextSend
+    | ResponseCancel
+    | ConfirmationRespond
+    | SessionUpdate
+    | SessionEnd
+    | Ping
+)
+"""Every event a client sends in a text frame."""
+
+ClientEvent: TypeAlias = JsonClientEvent | BinaryAudio
+"""Everything a client sends: text-frame events and binary audio frames."""

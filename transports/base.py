@@ -1,0 +1,136 @@
+"""The neutral transport interface every upstream implements, and its ``Capabilities`` record.
+
+The session talks to a ``Transport`` only through these methods and reads ``events()``; it checks
+``Capabilities`` instead of asking which provider it has. Audio crosses this boundary as PCM16
+mono at the transport's own rates (``Capabilities``); the session resamples for the client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from transports.events import UpstreamEvent
+
+__all__ = [
+    "Capabilities",
+    "ConversationItem",
+    "ToolDeclaration",
+    "ToolResult",
+    "Transport",
+    "TransportError",
+    "UpstreamConfig",
+]
+
+Mode = Literal["voice", "text"]
+
+
+class TransportError(Exception):
+    """Raised by ``connect`` when the upstream session cannot be opened."""
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    input_rate: int
+    output_rate: int
+    # The provider detects the user's speech itself (server VAD); else audio.commit ends a turn.
+    server_vad: bool = False
+    # ``truncate`` tells the provider how much of a response the user actually heard.
+    truncation: bool = False
+    # Reconnects transparently (resumption handle or context replay).
+    resumable: bool = False
+    modes: frozenset[str] = frozenset({"voice", "text"})
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDeclaration:
+    name: str
+    description: str
+    # The registry's per-provider declarations (``providerSchemas``), picked by the transport.
+    provider_schemas: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationItem:
+    """One turn of history, for replay after a reconnect or on resume."""
+
+    role: Literal["user", "assistant", "tool"]
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamConfig:
+    mode: Mode
+    instructions: str
+    tools: Sequence[ToolDeclaration]
+    # The client's audio rates; transports that can produce any rate (local) may match them.
+    client_input_rate: int = 16000
+    client_output_rate: int = 24000
+    model: str | None = None
+    voice: str | None = None
+    locale: str | None = None
+    session_id: str = ""
+    history: Sequence[ConversationItem] = field(default_factory=tuple)
+    # Provider-specific extras (e.g. the chat transport's tool dialect).
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    call_id: str
+    name: str
+    # The whole ToolResponse envelope; the transport serialises it as its provider wants.
+    envelope: Mapping[str, Any]
+
+
+class Transport(Protocol):
+    """One upstream model session. Every method may be called from the session's tasks only."""
+
+    capabilities: Capabilities
+
+    async def connect(self, config: UpstreamConfig) -> None:
+        """Open the upstream session; raises ``TransportError`` if it cannot."""
+        ...
+
+    def events(self) -> AsyncIterator[UpstreamEvent]:
+        """Neutral events until the transport closes; ends after ``UpstreamFailed`` or close."""
+        ...
+
+    async def send_audio(self, pcm: bytes) -> None:
+        """User audio, PCM16 at ``capabilities.input_rate``."""
+        ...
+
+    async def commit_audio(self) -> None:
+        """End of the user's utterance (push-to-talk): the model answers."""
+        ...
+
+    async def clear_audio(self) -> None: ...
+
+    async def send_text(self, text: str) -> None:
+        """A user message; the model answers."""
+        ...
+
+    async def add_context(self, text: str) -> None:
+        """Give the model input without asking it to answer (a pending message)."""
+        ...
+
+    async def send_tool_results(self, results: Sequence[ToolResult]) -> None:
+        """Results of one batch; the transport decides when the model continues."""
+        ...
+
+    async def cancel_response(self) -> None: ...
+
+    async def truncate(self, response_id: str, played_ms: int) -> None:
+        """The user heard only ``played_ms`` of that response's audio."""
+        ...
+
+    async def update(
+        self, *, mode: Mode | None = None, instructions: str | None = None
+    ) -> None: ...
+
+    async def close(self) -> None: ...
