@@ -93,7 +93,8 @@ def test_two_builds_are_byte_identical_but_for_the_timestamp(tmp_path: Path) -> 
     shutil.copytree(RUNNER_TOOLS, tree)
     first = build_registry([tree], now=datetime(2026, 1, 1, tzinfo=UTC)).artifact
     second = build_registry([tree], now=datetime(2026, 6, 1, tzinfo=UTC)).artifact
-    assert first is not None and second is not None
+    assert first is not None
+    assert second is not None
     assert first["buildTimestamp"] != second["buildTimestamp"]
     second["buildTimestamp"] = first["buildTimestamp"]
     assert serialize_artifact(first) == serialize_artifact(second)
@@ -106,9 +107,11 @@ def test_version_follows_content(tmp_path: Path) -> None:
     doc = tree / "echo" / "doc_summary.md"
     doc.write_text("Echoes the text back, changed.\n")
     after = build_registry([tree]).artifact
-    assert before is not None and after is not None
+    assert before is not None
+    assert after is not None
     assert before["version"] != after["version"]
-    assert after["version"].startswith("1.0.") and len(after["version"]) == len("1.0.") + 8
+    assert after["version"].startswith("1.0.")
+    assert len(after["version"]) == len("1.0.") + 8
 
 
 def test_artifact_shape_and_provider_schemas() -> None:
@@ -122,7 +125,8 @@ def test_artifact_shape_and_provider_schemas() -> None:
     assert echo["jsonSchema"]["required"] == ["text"]
     assert Path(echo["handlerPath"]).is_absolute()
     realtime = echo["providerSchemas"]["openaiRealtime"]
-    assert realtime["type"] == "function" and realtime["name"] == "echo"
+    assert realtime["type"] == "function"
+    assert realtime["name"] == "echo"
     assert realtime["parameters"] == echo["jsonSchema"]
     chat = echo["providerSchemas"]["openaiChat"]
     assert chat == {

@@ -59,7 +59,8 @@ def test_each_load_is_a_new_pinned_object(tmp_path: Path) -> None:
     second = load_registry(out)
     assert first.version != second.version
     echo_first, echo_second = first.get("echo"), second.get("echo")
-    assert echo_first is not None and echo_second is not None
+    assert echo_first is not None
+    assert echo_second is not None
     # The session that pinned the first registry still sees the old tool.
     assert echo_first.summary != echo_second.summary
 
@@ -76,7 +77,8 @@ def test_visible_to_filters_by_role_and_session_list(tmp_path: Path) -> None:
     registry = load_registry(out)
     plain = {s.tool_id for s in registry.visible_to(["user"])}
     admin = {s.tool_id for s in registry.visible_to(["admin"])}
-    assert "crasher" not in plain and "crasher" in admin
+    assert "crasher" not in plain
+    assert "crasher" in admin
     assert {s.tool_id for s in registry.visible_to(["admin"], ["crasher", "echo"])} == {
         "crasher",
         "echo",
@@ -109,7 +111,8 @@ def test_fast_validator_names_the_field(args: dict[str, object], fragment: str) 
     validator = compile_validator(SCHEMA)
     assert validator.fast
     problem = validator.problem(args)
-    assert problem is not None and fragment in problem
+    assert problem is not None
+    assert fragment in problem
 
 
 def test_schemas_outside_the_subset_fall_back_to_jsonschema() -> None:
@@ -118,4 +121,5 @@ def test_schemas_outside_the_subset_fall_back_to_jsonschema() -> None:
     assert not validator.fast
     assert validator.problem({"n": 9}) is None
     problem = validator.problem({"n": 4})
-    assert problem is not None and "arguments.n" in problem
+    assert problem is not None
+    assert "arguments.n" in problem
