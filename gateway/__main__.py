@@ -1,4 +1,4 @@
-"""``python -m gateway check | token`` (also the ``gateway`` console script)."""
+"""``python -m gateway serve | check | token`` (also the ``gateway`` console script)."""
 
 from __future__ import annotations
 
@@ -46,9 +46,16 @@ def _token(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve(_: argparse.Namespace) -> int:
+    from gateway.app import run
+
+    return run()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gateway", description="Realtime voice/text gateway")
     sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("serve", help="run the gateway (settings from GATEWAY_* variables)")
     sub.add_parser("check", help="load the tool registry and list its tools")
     token = sub.add_parser("token", help="mint a JWT signed with GATEWAY_AUTH_SECRET")
     token.add_argument("--sub", required=True, help="the user id")
@@ -56,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     token.add_argument("--tenant", default=None)
     token.add_argument("--ttl", type=int, default=3600, help="seconds until it expires")
     args = parser.parse_args(argv)
-    handlers = {"check": _check, "token": _token}
+    handlers = {"serve": _serve, "check": _check, "token": _token}
     try:
         return handlers[args.command](args)
     except KeyboardInterrupt:

@@ -196,6 +196,7 @@ def _entry(folder: Path, meta: dict[str, Any], summary: str, documentation: str)
         "cacheTtlS": None,
         "dependsOn": [],
         "safetyRules": [],
+        "secretArguments": [],
         **meta,
         "idempotent": _is_idempotent(meta),
         "jsonSchema": meta["parameters"],

@@ -58,6 +58,8 @@ TOOL_METADATA_SCHEMA: dict[str, Any] = {
             "uniqueItems": True,
         },
         "safetyRules": _STRING_LIST,
+        # Argument names shown as "[redacted]" to clients and never logged (an extension).
+        "secretArguments": _STRING_LIST,
         "parameters": {"type": "object"},
     },
 }

@@ -123,6 +123,11 @@ class Transport(Protocol):
         """Results of one batch; the transport decides when the model continues."""
         ...
 
+    async def send_late_result(self, result: ToolResult) -> None:
+        """A result the model no longer waits for (a confirmation the client approved or
+        rejected): give it to the model as new input and let it tell the user."""
+        ...
+
     async def cancel_response(self) -> None: ...
 
     async def truncate(self, response_id: str, played_ms: int) -> None:

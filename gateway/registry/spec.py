@@ -30,6 +30,7 @@ class ToolSpec:
     cache_ttl_s: int | None
     depends_on: tuple[str, ...]
     safety_rules: tuple[str, ...]
+    secret_arguments: tuple[str, ...]
     json_schema: Mapping[str, Any]
     provider_schemas: Mapping[str, Any]
     summary: str
@@ -65,6 +66,7 @@ class ToolSpec:
             cache_ttl_s=entry.get("cacheTtlS"),
             depends_on=tuple(entry.get("dependsOn") or ()),
             safety_rules=tuple(entry.get("safetyRules") or ()),
+            secret_arguments=tuple(entry.get("secretArguments") or ()),
             json_schema=entry["jsonSchema"],
             provider_schemas=entry["providerSchemas"],
             summary=entry["summary"],

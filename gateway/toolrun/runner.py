@@ -145,6 +145,12 @@ class ToolRunner:
             self._remember(call.call_id, done)
         return outcome
 
+    def forget(self, call_id: str) -> None:
+        """Let a call id run again: a confirmation approved by the client runs the original call."""
+        future = self._calls.get(call_id)
+        if future is not None and future.done():
+            del self._calls[call_id]
+
     def seen(self, call_id: str) -> bool:
         return call_id in self._calls
 

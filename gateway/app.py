@@ -1,0 +1,90 @@
+"""The one composition root: settings → logging → registry → runner pieces → server.
+
+Everything is wired here explicitly; transports are an explicit mapping, never registered by
+import side effects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+import structlog
+from aiohttp import web
+
+from gateway.clock import SystemClock
+from gateway.config import Settings, is_loopback
+from gateway.observability import Metrics, configure_logging
+from gateway.registry import load_registry
+from gateway.server import GatewayServer
+from gateway.toolrun import ResultCache, StructlogAuditSink
+from transports.base import Transport, TransportError
+
+__all__ = ["build_server", "make_transport", "run"]
+
+_log = structlog.get_logger("app")
+
+
+def make_transport(provider: str, settings: Settings) -> Transport:
+    if provider == "local":
+        from transports.local import LocalBrain, LocalTransport
+
+        brain = (
+            LocalBrain.from_scenario(settings.local_scenario)
+            if settings.local_scenario
+            else LocalBrain()
+        )
+        return LocalTransport(brain, pace=settings.local_pace)
+    raise TransportError(f"provider '{provider}' is not available in this build", retryable=False)
+
+
+def build_server(settings: Settings) -> GatewayServer:
+    registry = load_registry(settings.registry_path())
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    clock = SystemClock()
+    return GatewayServer(
+        settings=settings,
+        registry=registry,
+        transports=make_transport,
+        metrics=Metrics(),
+        audit=StructlogAuditSink(),
+        clock=clock,
+        cache=ResultCache(clock),
+    )
+
+
+async def serve(settings: Settings) -> None:
+    server = build_server(settings)
+    runner = web.AppRunner(server.app(), handle_signals=False, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.host, settings.port)
+    await site.start()
+    _log.info(
+        "gateway_listening",
+        host=settings.host,
+        port=settings.port,
+        provider=settings.provider,
+        auth=settings.auth,
+        registry=server.registry.version,
+        tools=len(server.registry),
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    _log.info("gateway_draining")
+    try:
+        await asyncio.wait_for(server.drain(), timeout=12)
+    finally:
+        await runner.cleanup()
+    _log.info("gateway_stopped")
+
+
+def run() -> int:
+    settings = Settings.load()
+    configure_logging(settings.log_format, settings.log_level)
+    if settings.auth == "none" and not is_loopback(settings.host):  # also checked by Settings
+        raise SystemExit("GATEWAY_AUTH=none is only allowed on a loopback address")
+    asyncio.run(serve(settings))
+    return 0

@@ -1,0 +1,441 @@
+"""One client session: the client's events in, the upstream's events out, tools in between.
+
+The server's reader calls ``on_client_event``; ``run_upstream`` reads the transport. Everything
+the client sees goes through ``emit`` / the ``Outbound`` writer, so a slow client never blocks the
+upstream. Policy (budgets, confirmations, intents) lives in ``gateway.orchestrator``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Literal
+
+import structlog
+
+from gateway.audio import StreamResampler
+from gateway.clock import Clock
+from gateway.observability import Metrics
+from gateway.orchestrator import (
+    CallPolicy,
+    ConfirmationBook,
+    IntentState,
+    PendingConfirmation,
+    TurnState,
+)
+from gateway.protocol import (
+    AudioAppend,
+    AudioClear,
+    AudioCommit,
+    AudioPlayback,
+    BinaryAudio,
+    ConfirmationRespond,
+    EndReason,
+    ErrorCode,
+    ErrorEvent,
+    JsonClientEvent,
+    Mode,
+    Ping,
+    Pong,
+    ResponseCancel,
+    ResponseDone,
+    ResponseStarted,
+    ResponseStatus,
+    ServerEvent,
+    SessionEnd,
+    SessionEnded,
+    SessionStart,
+    SessionUpdate,
+    SessionUpdated,
+    SpeechStarted,
+    TextDelta,
+    TextSend,
+    TranscriptDelta,
+    TranscriptDone,
+    TranscriptRole,
+    encode,
+)
+from gateway.registry import Registry
+from gateway.session.outbound import Outbound
+from gateway.session.states import SessionState, transition
+from gateway.session.toolflow import ToolFlow
+from gateway.toolrun import AuditDecision, AuditRecord, AuditSink, Caller, ModeBudget, ToolRunner
+from tools._core import Intent
+from transports import events as up
+from transports.base import Transport
+
+__all__ = ["Session", "SessionUser"]
+
+_log = structlog.get_logger("session")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionUser:
+    user_id: str
+    roles: tuple[str, ...] = ()
+    tenant: str | None = None
+    token: str | None = field(default=None, repr=False)
+
+
+@dataclass(slots=True)
+class _Response:
+    response_id: str
+    text: list[str] = field(default_factory=list)
+    audio_ms: float = 0.0
+    interrupted: bool = False
+
+
+class Session:
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        user: SessionUser,
+        start: SessionStart,
+        registry: Registry,
+        transport: Transport,
+        runner: ToolRunner,
+        budgets: dict[str, ModeBudget],
+        clock: Clock,
+        metrics: Metrics,
+        audit: AuditSink,
+        confirmation_ttl_s: float,
+    ) -> None:
+        self.session_id = session_id
+        self.user = user
+        self.mode: str = start.mode.value
+        self.enabled = None if start.tools is None else frozenset(start.tools)
+        self.input_rate = start.audio.input_rate
+        self.output_rate = start.audio.output_rate
+        self.registry = registry
+        self.transport = transport
+        self.runner = runner
+        self.clock = clock
+        self.metrics = metrics
+        self._audit = audit
+        self._budgets = budgets
+        self.state = SessionState.STARTING
+        self.turn = TurnState()
+        self.book = ConfirmationBook(timedelta(seconds=confirmation_ttl_s))
+        self.intents = IntentState()
+        self.tools = ToolFlow(self)
+        self.outbound: Outbound | None = None
+        self.ended = asyncio.Event()
+        self.end_reason: EndReason | None = None
+        self.last_activity = clock.monotonic()
+        self.started_at = clock.monotonic()
+        self._response: _Response | None = None
+        self._up_in: StreamResampler | None = None
+        self._up_out: StreamResampler | None = None
+        self._tool_tasks: set[asyncio.Task[None]] = set()
+        # Response ends held back until that response's tool batch has reported to the client.
+        self._held_done: dict[str, up.ResponseDone] = {}
+        self._batches: dict[str, asyncio.Task[None]] = {}
+        # response id → milliseconds the client says it played (audio.playback).
+        self._played: dict[str, int] = {}
+        self._log = _log.bind(session_id=session_id, user_id=user.user_id)
+
+    # -- wiring ------------------------------------------------------------------------------
+
+    def upstream_ready(self) -> None:
+        caps = self.transport.capabilities
+        self._up_in = StreamResampler(self.input_rate, caps.input_rate)
+        self._up_out = StreamResampler(caps.output_rate, self.output_rate)
+        self.state = transition(self.state, "started")
+
+    def attach(self, outbound: Outbound) -> None:
+        self.outbound = outbound
+        if self.state is SessionState.DETACHED:
+            self.state = transition(self.state, "resume")
+
+    def detach(self) -> None:
+        self.outbound = None
+        if self.state is SessionState.ACTIVE:
+            self.state = transition(self.state, "detach")
+
+    def caller(self) -> Caller:
+        return Caller(
+            session_id=self.session_id,
+            user_id=self.user.user_id,
+            roles=self.user.roles,
+            mode="voice" if self.mode == "voice" else "text",
+            turn=self.turn.number,
+            auth_token=self.user.token,
+            tenant=self.user.tenant,
+        )
+
+    def call_policy(self) -> CallPolicy:
+        mode: Literal["voice", "text"] = "voice" if self.mode == "voice" else "text"
+        return CallPolicy(
+            registry=self.registry,
+            mode=mode,
+            roles=frozenset(self.user.roles),
+            enabled=self.enabled,
+            budget=self._budgets[mode],
+        )
+
+    def emit(self, event: ServerEvent) -> None:
+        if self.outbound is not None:
+            self.outbound.event(encode(event))
+            self.metrics.frames_out.labels("text").inc()
+
+    def error(self, code: ErrorCode, message: str, event_id: str | None = None) -> None:
+        retryable = code in (ErrorCode.RATE_LIMITED, ErrorCode.UPSTREAM_UNAVAILABLE)
+        self.emit(ErrorEvent(code=code, message=message, retryable=retryable, event_id=event_id))
+
+    # -- client → gateway --------------------------------------------------------------------
+
+    async def on_client_event(self, event: JsonClientEvent | BinaryAudio) -> None:
+        self.last_activity = self.clock.monotonic()
+        if isinstance(event, BinaryAudio | AudioAppend):
+            pcm = event.pcm if isinstance(event, BinaryAudio) else event.audio
+            await self._user_audio(pcm, getattr(event, "event_id", None))
+        elif isinstance(event, TextSend):
+            await self._start_user_turn(event.text)
+            await self.transport.send_text(event.text)
+        elif isinstance(event, AudioCommit):
+            await self._start_user_turn("")
+            await self.transport.commit_audio()
+        elif isinstance(event, AudioClear):
+            await self.transport.clear_audio()
+        elif isinstance(event, AudioPlayback):
+            self._played[event.response_id] = event.played_ms
+        elif isinstance(event, ResponseCancel):
+            await self.transport.cancel_response()
+        elif isinstance(event, ConfirmationRespond):
+            await self._confirmation(event)
+        elif isinstance(event, SessionUpdate):
+            await self._update(event)
+        elif isinstance(event, SessionEnd):
+            await self.end(EndReason.CLIENT, event.reason)
+        elif isinstance(event, Ping):
+            self.emit(Pong(id=event.id))
+        elif isinstance(event, SessionStart):
+            self.error(ErrorCode.ALREADY_STARTED, "the session has already started", event.event_id)
+
+    async def _user_audio(self, pcm: bytes, event_id: str | None) -> None:
+        if self.mode != "voice":
+            self.error(ErrorCode.INVALID_EVENT, "audio is accepted in voice mode only", event_id)
+            return
+        assert self._up_in is not None
+        resampled = self._up_in.process(pcm)
+        if resampled:
+            await self.transport.send_audio(resampled)
+
+    async def _start_user_turn(self, text: str) -> None:
+        self.turn.start(text)
+        # SET_PENDING_MESSAGE: given to the model at the start of the next user turn, not before.
+        for message in self.intents.take_pending_messages():
+            await self.transport.add_context(message)
+
+    async def _confirmation(self, event: ConfirmationRespond) -> None:
+        problem = await self.tools.respond(
+            event.confirmation_id,
+            event.decision.value == "approve",
+            None if event.parameters is None else dict(event.parameters),
+        )
+        if problem is None:
+            return
+        if problem.startswith("invalid_event:"):
+            self.error(ErrorCode.INVALID_EVENT, problem.split(":", 1)[1], event.event_id)
+        elif problem == "confirmation_expired":
+            self.error(
+                ErrorCode.CONFIRMATION_EXPIRED,
+                f"confirmation {event.confirmation_id} expired",
+                event.event_id,
+            )
+        else:
+            self.error(
+                ErrorCode.CONFIRMATION_NOT_FOUND,
+                f"no open confirmation {event.confirmation_id}",
+                event.event_id,
+            )
+
+    async def _update(self, event: SessionUpdate) -> None:
+        mode = None if event.mode is None else event.mode.value
+        if mode is not None:
+            self.mode = mode
+        await self.transport.update(
+            mode="voice" if mode == "voice" else ("text" if mode else None),
+            instructions=event.instructions,
+        )
+        self.emit(SessionUpdated(mode=Mode(self.mode)))
+
+    # -- upstream → gateway ------------------------------------------------------------------
+
+    async def run_upstream(self) -> None:
+        try:
+            async for event in self.transport.events():
+                await self._on_upstream(event)
+                if self.ended.is_set():
+                    return
+        except Exception:
+            self._log.exception("upstream_reader_crashed")
+            await self.end(EndReason.ERROR, "internal error while reading the upstream")
+            return
+        if not self.ended.is_set():
+            await self.end(EndReason.UPSTREAM_FAILED, "the upstream closed")
+
+    async def _on_upstream(self, event: up.UpstreamEvent) -> None:
+        now = self.clock.monotonic()
+        if isinstance(event, up.AudioDelta):
+            r = self._response
+            if r is None or r.interrupted or self.intents.audio_suppressed(now):
+                return
+            assert self._up_out is not None
+            pcm = self._up_out.process(event.pcm)
+            r.audio_ms += len(event.pcm) / 2 / self.transport.capabilities.output_rate * 1000
+            if pcm and self.outbound is not None:
+                self.outbound.audio(pcm)
+                self.metrics.frames_out.labels("audio").inc()
+        elif isinstance(event, up.ResponseStarted):
+            self._response = _Response(event.response_id)
+            self.emit(ResponseStarted(response_id=event.response_id))
+        elif isinstance(event, up.TextDelta):
+            if self._response is not None:
+                self._response.text.append(event.delta)
+            if not self.intents.transcript_suppressed(now):
+                self.emit(TextDelta(response_id=event.response_id, delta=event.delta))
+        elif isinstance(event, up.TranscriptDelta):
+            if event.role == "assistant" and self._response is not None:
+                self._response.text.append(event.delta)
+            if not self.intents.transcript_suppressed(now):
+                self.emit(
+                    TranscriptDelta(
+                        role=TranscriptRole(event.role),
+                        delta=event.delta,
+                        response_id=event.response_id if event.role == "assistant" else None,
+                    )
+                )
+        elif isinstance(event, up.TranscriptDone):
+            if not self.intents.transcript_suppressed(now):
+                self.emit(
+                    TranscriptDone(
+                        role=TranscriptRole(event.role),
+                        text=event.text,
+                        response_id=event.response_id if event.role == "assistant" else None,
+                    )
+                )
+        elif isinstance(event, up.UserInputTranscribed):
+            self.turn.heard(event.text)
+        elif isinstance(event, up.SpeechStarted):
+            await self._barge_in()
+        elif isinstance(event, up.ToolCallsRequested):
+            task = asyncio.create_task(self._run_batch(event))
+            self._batches[event.response_id] = task
+            self._tool_tasks.add(task)
+            task.add_done_callback(self._tool_tasks.discard)
+        elif isinstance(event, up.ToolCallsCancelled):
+            self.tools.cancel(event.call_ids)
+        elif isinstance(event, up.ResponseDone):
+            if event.response_id in self._batches:
+                self._held_done[event.response_id] = event
+            else:
+                await self._response_done(event)
+        elif isinstance(event, up.UpstreamFailed):
+            await self.end(EndReason.UPSTREAM_FAILED, event.message)
+        elif isinstance(event, up.UpstreamRecovered):
+            self.metrics.upstream_reconnects.inc()
+        elif isinstance(event, up.UpstreamNotice):
+            self._log.info("upstream_notice", code=event.code, detail=event.message)
+
+    async def _run_batch(self, event: up.ToolCallsRequested) -> None:
+        try:
+            await self.tools.handle_batch(event)
+        except Exception:
+            self._log.exception("tool_batch_failed")
+        finally:
+            self._batches.pop(event.response_id, None)
+            held = self._held_done.pop(event.response_id, None)
+            if held is not None:
+                await self._response_done(held)
+
+    async def _barge_in(self) -> None:
+        self.emit(SpeechStarted())
+        await self._start_user_turn("")
+        r = self._response
+        if r is None or r.interrupted:
+            return
+        r.interrupted = True
+        if self.outbound is not None:
+            self.outbound.discard_audio()
+        if self._up_out is not None:
+            self._up_out.reset()
+        if self.transport.capabilities.truncation:
+            heard = self._played.get(r.response_id, int(r.audio_ms))
+            await self.transport.truncate(r.response_id, min(heard, int(r.audio_ms)))
+
+    async def _response_done(self, event: up.ResponseDone) -> None:
+        r = self._response
+        status = event.status
+        if r is not None and r.response_id == event.response_id:
+            if r.interrupted and status == "completed":
+                status = "interrupted"
+            if self._up_out is not None and not r.interrupted:
+                tail = self._up_out.flush()
+                if tail and self.outbound is not None:
+                    self.outbound.audio(tail)
+            self._response = None
+        text = "" if r is None else "".join(r.text)
+        if self.intents.transcript_suppressed(self.clock.monotonic()):
+            text = ""
+        self.emit(
+            ResponseDone(
+                response_id=event.response_id,
+                status=ResponseStatus(status),
+                text=text,
+                usage=None if event.usage is None else dict(event.usage),
+            )
+        )
+        if self.intents.response_ended():
+            await self.end(EndReason.INTENT)
+
+    # -- intents, audit, end -----------------------------------------------------------------
+
+    def apply_intents(self, intents: Iterable[Intent]) -> None:
+        self.intents.apply(
+            intents,
+            mode=self.mode,
+            response_active=self._response is not None,
+            now=self.clock.monotonic(),
+        )
+
+    def audit_expired(self, pending: PendingConfirmation) -> None:
+        self._audit.record(
+            AuditRecord(
+                session_id=self.session_id,
+                user_id=self.user.user_id,
+                turn=self.turn.number,
+                tool=pending.tool_id,
+                call_id=pending.call_id,
+                args_hash=pending.args_hash,
+                decision=AuditDecision.EXPIRED,
+                outcome="expired",
+                duration_ms=0.0,
+            )
+        )
+
+    async def end(self, reason: EndReason, detail: str | None = None) -> None:
+        if self.ended.is_set():
+            return
+        self.state = transition(self.state, "end")
+        self.end_reason = reason
+        self.ended.set()
+        self.metrics.sessions_ended.labels(reason.value).inc()
+        self.emit(SessionEnded(reason=reason, detail=detail))
+        self.runner.cancel_all()
+        for task in list(self._tool_tasks):
+            task.cancel()
+        try:
+            await self.transport.close()
+        except Exception:
+            self._log.warning("upstream_close_failed")
+        self._log.info("session_ended", reason=reason.value)
+
+    def idle_for(self) -> float:
+        return self.clock.monotonic() - self.last_activity
+
+    def age(self) -> float:
+        return self.clock.monotonic() - self.started_at

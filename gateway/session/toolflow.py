@@ -1,0 +1,238 @@
+"""Tool calls inside a session: decide, run, report to the client, answer the model.
+
+The policy is pure (``gateway.orchestrator``); this module only carries its decisions out, in
+the order the client protocol promises: ``tool.started`` before ``tool.finished``,
+``confirmation.requested`` before ``confirmation.resolved``, and exactly one result per call id
+for the model.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from gateway.orchestrator import Execute, PendingConfirmation, Refuse, decide_call
+from gateway.protocol import (
+    ConfirmationOutcome,
+    ConfirmationRequested,
+    ConfirmationResolved,
+    ToolErrorInfo,
+    ToolFinished,
+    ToolStarted,
+)
+from gateway.toolrun import AuditDecision, CallOutcome, ToolCall
+from transports.base import ToolResult
+from transports.events import ToolCallsRequested
+
+if TYPE_CHECKING:
+    from gateway.session.session import Session
+
+__all__ = ["ToolFlow", "tool_finished_event"]
+
+_log = structlog.get_logger("session.tools")
+
+
+def tool_finished_event(outcome: CallOutcome) -> ToolFinished:
+    fields = outcome.tool_finished_fields()
+    error = fields.get("error")
+    return ToolFinished(
+        call_id=fields["call_id"],
+        name=fields["name"],
+        ok=fields["ok"],
+        duration_ms=round(fields["duration_ms"]),
+        intents=tuple(fields["intents"]),
+        data=fields.get("data"),
+        error=None
+        if error is None
+        else ToolErrorInfo(type=error["type"], message=error["message"]),
+    )
+
+
+class ToolFlow:
+    def __init__(self, session: Session, new_id: Callable[[], str] | None = None) -> None:
+        self._s = session
+        self._new_id = new_id or (lambda: f"conf_{uuid.uuid4().hex[:16]}")
+
+    async def handle_batch(self, event: ToolCallsRequested) -> None:
+        s = self._s
+        s.turn.begin_round()
+        policy = s.call_policy()
+        now = s.clock.now()
+        executions: list[Execute] = []
+        outcomes: dict[str, CallOutcome] = {}
+        opened: list[PendingConfirmation] = []
+        calls = [
+            ToolCall(c.call_id or f"call_{uuid.uuid4().hex}", c.name, c.arguments)
+            for c in event.calls
+        ]
+        for call in calls:
+            if s.runner.seen(call.call_id):
+                continue  # duplicate delivery: it was (or is being) answered once already
+            decision = decide_call(call, policy, s.turn, s.book, now=now, new_id=self._new_id)
+            if isinstance(decision, Refuse):
+                if decision.reason in ("budget", "rounds"):
+                    s.metrics.budget_refusals.labels(decision.reason).inc()
+                outcome = s.runner.refuse(
+                    call,
+                    s.caller(),
+                    decision.error_type,
+                    decision.message,
+                    decision=(
+                        AuditDecision.CONFIRMATION_PENDING
+                        if decision.opened
+                        else AuditDecision.BLOCKED
+                    ),
+                    reason=decision.reason,
+                    arguments=decision.args,
+                    **decision.extra,
+                )
+                self._started(call, decision.args)
+                s.emit(tool_finished_event(outcome))
+                outcomes[call.call_id] = outcome
+                if decision.opened is not None:
+                    opened.append(decision.opened)
+            else:
+                self._started(call, decision.args)
+                executions.append(decision)
+        if executions:
+            ran = await s.runner.run_batch([e.call for e in executions], s.caller())
+            for execution, outcome in zip(executions, ran, strict=True):
+                outcomes[execution.call.call_id] = outcome
+                if outcome.cancelled:
+                    continue
+                s.emit(tool_finished_event(outcome))
+                self._apply_intents(outcome)
+                if execution.confirmation is not None:
+                    self._resolved(execution.confirmation, ConfirmationOutcome.APPROVED, outcome)
+        for pending in opened:
+            self._requested(pending)
+        results = [
+            ToolResult(call.call_id, call.tool_id, outcomes[call.call_id].envelope)
+            for call in calls
+            if call.call_id in outcomes and not outcomes[call.call_id].cancelled
+        ]
+        if results:
+            await s.transport.send_tool_results(results)
+
+    async def respond(
+        self,
+        confirmation_id: str,
+        approve: bool,
+        parameters: dict[str, Any] | None,
+    ) -> str | None:
+        """A client's answer; returns an error code for the client, or None when handled."""
+        s = self._s
+        now = s.clock.now()
+        found = s.book.lookup(confirmation_id, now)
+        if found.result.value == "not_found":
+            return "confirmation_not_found"
+        if found.result.value == "expired":
+            if found.pending is not None:
+                self._expired(found.pending)
+            return "confirmation_expired"
+        pending = found.pending
+        assert pending is not None
+        spec = s.registry.get(pending.tool_id)
+        args = pending.args
+        if approve and parameters is not None and spec is not None:
+            problem = spec.validator.problem(parameters)
+            if problem is not None:
+                return f"invalid_event:{problem}"
+            args = parameters
+        s.book.take(confirmation_id, now)
+        if not approve:
+            s.metrics.confirmations.labels("rejected").inc()
+            self._resolved(pending, ConfirmationOutcome.REJECTED, None)
+            await s.transport.send_late_result(
+                ToolResult(
+                    pending.call_id,
+                    pending.tool_id,
+                    {
+                        "ok": False,
+                        "error": {
+                            "type": "FORBIDDEN",
+                            "message": f"the user rejected confirmation {confirmation_id}; "
+                            "nothing was done",
+                            "retryable": False,
+                            "partialSideEffects": False,
+                        },
+                        "meta": {"toolId": pending.tool_id, "callId": pending.call_id},
+                    },
+                )
+            )
+            return None
+        call = ToolCall(pending.call_id, pending.tool_id, args)
+        s.runner.forget(pending.call_id)
+        self._started(call, args)
+        outcome = await s.runner.run(call, s.caller(), decision=AuditDecision.CONFIRMED)
+        s.emit(tool_finished_event(outcome))
+        self._apply_intents(outcome)
+        self._resolved(pending, ConfirmationOutcome.APPROVED, outcome)
+        await s.transport.send_late_result(
+            ToolResult(pending.call_id, pending.tool_id, outcome.envelope)
+        )
+        return None
+
+    async def expire_due(self) -> None:
+        for pending in self._s.book.expire_due(self._s.clock.now()):
+            self._expired(pending)
+            await self._s.transport.add_context(
+                f"Confirmation {pending.confirmation_id} for {pending.tool_id} expired; "
+                "nothing was done."
+            )
+
+    # -- events to the client ----------------------------------------------------------------
+
+    def _started(self, call: ToolCall, args: dict[str, Any] | None) -> None:
+        spec = self._s.registry.get(call.tool_id)
+        shown = dict(args or {})
+        for field in spec.secret_arguments if spec else ():
+            if field in shown:
+                shown[field] = "[redacted]"
+        self._s.emit(ToolStarted(call_id=call.call_id, name=call.tool_id, arguments=shown))
+
+    def _requested(self, pending: PendingConfirmation) -> None:
+        self._s.emit(
+            ConfirmationRequested(
+                confirmation_id=pending.confirmation_id,
+                call_id=pending.call_id,
+                tool=pending.tool_id,
+                prompt=pending.prompt,
+                parameters=pending.args,
+                sensitivity=pending.sensitivity,
+                expires_at=pending.expires_at,
+            )
+        )
+
+    def _resolved(
+        self,
+        pending: PendingConfirmation,
+        decision: ConfirmationOutcome,
+        outcome: CallOutcome | None,
+    ) -> None:
+        if decision is ConfirmationOutcome.APPROVED:
+            self._s.metrics.confirmations.labels("approved").inc()
+        self._s.emit(
+            ConfirmationResolved(
+                confirmation_id=pending.confirmation_id,
+                decision=decision,
+                result=None if outcome is None else tool_finished_event(outcome),
+            )
+        )
+
+    def _expired(self, pending: PendingConfirmation) -> None:
+        self._s.metrics.confirmations.labels("expired").inc()
+        self._s.audit_expired(pending)
+        self._resolved(pending, ConfirmationOutcome.EXPIRED, None)
+
+    def _apply_intents(self, outcome: CallOutcome) -> None:
+        if outcome.ok and outcome.response.intents:
+            self._s.apply_intents(outcome.response.intents)
+
+    def cancel(self, call_ids: Sequence[str]) -> None:
+        for call_id in call_ids:
+            if self._s.runner.cancel(call_id):
+                _log.info("tool_call_cancelled", call_id=call_id)
