@@ -301,7 +301,7 @@ def test_a_schema_violation_does_not_spend_the_retrieval_budget(project_registry
 
 def test_non_string_confirmation_id_is_a_validation_error(project_registry: Registry) -> None:
     refused(
-        session(project_registry).decide("calendar_create_event", with_id(EVENT, 7)),  # type: ignore[arg-type]
+        session(project_registry).decide("calendar_create_event", {**EVENT, "confirmation_id": 7}),
         ToolErrorType.VALIDATION,
         "confirmation_id must be a string",
     )
