@@ -25,12 +25,15 @@ from gateway.clock import Clock
 from gateway.config import Settings
 from gateway.observability import Metrics
 from gateway.protocol import (
+    AudioFormat,
     EndReason,
     ErrorCode,
     ErrorEvent,
+    Mode,
     Ping,
     Pong,
     ProtocolError,
+    Provider,
     SessionEnd,
     SessionEnded,
     SessionLimits,
@@ -111,17 +114,15 @@ class GatewayServer:
 
     # -- admission -----------------------------------------------------------------------------
 
-    def _authenticate(self, request: web.Request) -> SessionUser:
+    def _authenticate(self, request: web.Request) -> SessionUser | str:
+        """The user, or why the upgrade is refused (sent as a 401 JSON body)."""
         if self.settings.auth == "none":
             return SessionUser(user_id="local", roles=("admin", "caregiver"))
         header = request.headers.get("Authorization", "")
         token = header[7:].strip() if header.lower().startswith("bearer ") else None
         token = token or request.query.get("token")
         if not token:
-            raise web.HTTPUnauthorized(
-                text='{"error":{"code":"unauthorized","message":"missing bearer token"}}',
-                content_type="application/json",
-            )
+            return "missing bearer token"
         assert self.settings.auth_secret is not None
         try:
             claims = jwt.decode(
@@ -130,21 +131,18 @@ class GatewayServer:
                 algorithms=["HS256"],
                 options={"require": ["sub", "exp"]},
             )
-        except jwt.PyJWTError as exc:
-            message = (
-                "token expired" if isinstance(exc, jwt.ExpiredSignatureError) else ("invalid token")
-            )
-            raise web.HTTPUnauthorized(
-                text=f'{{"error":{{"code":"unauthorized","message":"{message}"}}}}',
-                content_type="application/json",
-            ) from None
+        except jwt.ExpiredSignatureError:
+            return "token expired"
+        except jwt.PyJWTError:
+            return "invalid token"
         roles = claims.get("roles") or []
         if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
             roles = []
+        tenant = claims.get("tenant")
         return SessionUser(
             user_id=str(claims["sub"]),
             roles=tuple(roles),
-            tenant=claims.get("tenant") if isinstance(claims.get("tenant"), str) else None,
+            tenant=tenant if isinstance(tenant, str) else None,
             token=token,
         )
 
@@ -173,10 +171,9 @@ class GatewayServer:
         refused = self._admit(request)
         if refused is not None:
             return refused
-        try:
-            user = self._authenticate(request)
-        except web.HTTPUnauthorized as exc:
-            return web.Response(status=401, text=exc.text or "", content_type="application/json")
+        user = self._authenticate(request)
+        if isinstance(user, str):
+            return _json_error(401, "unauthorized", user)
         limit = max(self.settings.max_text_frame, self.settings.max_binary_frame)
         ws = web.WebSocketResponse(max_msg_size=limit + 1, compress=False, heartbeat=30)
         await ws.prepare(request)
@@ -317,7 +314,6 @@ class GatewayServer:
             budgets={"voice": self.settings.budget("voice"), "text": self.settings.budget("text")},
             clock=self.clock,
             metrics=self.metrics,
-            audit=self.audit,
             confirmation_ttl_s=self.settings.confirmation_ttl_s,
         )
         session.upstream_ready()
@@ -331,8 +327,6 @@ class GatewayServer:
     def _started(
         self, session: Session, token: str, *, resumed: bool, provider: str
     ) -> SessionStarted:
-        from gateway.protocol import AudioFormat, Mode, Provider
-
         visible = self.registry.visible_to(session.user.roles, session.enabled)
         return SessionStarted(
             session_id=session.session_id,
@@ -419,12 +413,11 @@ class GatewayServer:
         upstream = asyncio.create_task(session.run_upstream())
         timers = asyncio.create_task(self._timers(session))
         reader = asyncio.create_task(self._read(ws, session))
+        ended = asyncio.create_task(session.ended.wait())
         try:
-            await asyncio.wait(
-                [reader, asyncio.create_task(session.ended.wait())],
-                return_when=asyncio.FIRST_COMPLETED,
-            )
+            await asyncio.wait([reader, ended], return_when=asyncio.FIRST_COMPLETED)
         finally:
+            ended.cancel()
             timers.cancel()
             if session.ended.is_set():
                 reader.cancel()
@@ -438,9 +431,8 @@ class GatewayServer:
         async for msg in ws:
             if msg.type == WSMsgType.ERROR:
                 return
-            self.metrics.frames_in.labels(
-                "binary" if msg.type == WSMsgType.BINARY else "text"
-            ).inc()
+            binary = msg.type == WSMsgType.BINARY
+            (self.metrics.binary_in if binary else self.metrics.text_in).inc()
             try:
                 event = self._decode(msg)
                 await session.on_client_event(event)

@@ -57,6 +57,11 @@ class Metrics:
         self.sessions_ended = Counter(
             "gateway_sessions_ended_total", "Sessions ended by reason", ["reason"], registry=r
         )
+        # Bound once: a label lookup per audio frame would cost the relay hot path.
+        self.text_in = self.frames_in.labels("text")
+        self.binary_in = self.frames_in.labels("binary")
+        self.text_out = self.frames_out.labels("text")
+        self.audio_out = self.frames_out.labels("audio")
 
     # RunObserver (gateway.toolrun) hooks.
     def call_finished(self, tool_id: str, outcome: str, duration_s: float) -> None:

@@ -22,7 +22,6 @@ from gateway.orchestrator import (
     CallPolicy,
     ConfirmationBook,
     IntentState,
-    PendingConfirmation,
     TurnState,
 )
 from gateway.protocol import (
@@ -61,7 +60,7 @@ from gateway.registry import Registry
 from gateway.session.outbound import Outbound
 from gateway.session.states import SessionState, transition
 from gateway.session.toolflow import ToolFlow
-from gateway.toolrun import AuditDecision, AuditRecord, AuditSink, Caller, ModeBudget, ToolRunner
+from gateway.toolrun import Caller, ModeBudget, ToolRunner
 from tools._core import Intent
 from transports import events as up
 from transports.base import Transport
@@ -100,7 +99,6 @@ class Session:
         budgets: dict[str, ModeBudget],
         clock: Clock,
         metrics: Metrics,
-        audit: AuditSink,
         confirmation_ttl_s: float,
     ) -> None:
         self.session_id = session_id
@@ -114,7 +112,6 @@ class Session:
         self.runner = runner
         self.clock = clock
         self.metrics = metrics
-        self._audit = audit
         self._budgets = budgets
         self.state = SessionState.STARTING
         self.turn = TurnState()
@@ -179,7 +176,7 @@ class Session:
     def emit(self, event: ServerEvent) -> None:
         if self.outbound is not None:
             self.outbound.event(encode(event))
-            self.metrics.frames_out.labels("text").inc()
+            self.metrics.text_out.inc()
 
     def error(self, code: ErrorCode, message: str, event_id: str | None = None) -> None:
         retryable = code in (ErrorCode.RATE_LIMITED, ErrorCode.UPSTREAM_UNAVAILABLE)
@@ -236,22 +233,8 @@ class Session:
             event.decision.value == "approve",
             None if event.parameters is None else dict(event.parameters),
         )
-        if problem is None:
-            return
-        if problem.startswith("invalid_event:"):
-            self.error(ErrorCode.INVALID_EVENT, problem.split(":", 1)[1], event.event_id)
-        elif problem == "confirmation_expired":
-            self.error(
-                ErrorCode.CONFIRMATION_EXPIRED,
-                f"confirmation {event.confirmation_id} expired",
-                event.event_id,
-            )
-        else:
-            self.error(
-                ErrorCode.CONFIRMATION_NOT_FOUND,
-                f"no open confirmation {event.confirmation_id}",
-                event.event_id,
-            )
+        if problem is not None:
+            self.error(*problem, event.event_id)
 
     async def _update(self, event: SessionUpdate) -> None:
         mode = None if event.mode is None else event.mode.value
@@ -289,7 +272,7 @@ class Session:
             r.audio_ms += len(event.pcm) / 2 / self.transport.capabilities.output_rate * 1000
             if pcm and self.outbound is not None:
                 self.outbound.audio(pcm)
-                self.metrics.frames_out.labels("audio").inc()
+                self.metrics.audio_out.inc()
         elif isinstance(event, up.ResponseStarted):
             self._response = _Response(event.response_id)
             self.emit(ResponseStarted(response_id=event.response_id))
@@ -389,6 +372,7 @@ class Session:
                 usage=None if event.usage is None else dict(event.usage),
             )
         )
+        self._played.pop(event.response_id, None)
         if self.intents.response_ended():
             await self.end(EndReason.INTENT)
 
@@ -400,21 +384,6 @@ class Session:
             mode=self.mode,
             response_active=self._response is not None,
             now=self.clock.monotonic(),
-        )
-
-    def audit_expired(self, pending: PendingConfirmation) -> None:
-        self._audit.record(
-            AuditRecord(
-                session_id=self.session_id,
-                user_id=self.user.user_id,
-                turn=self.turn.number,
-                tool=pending.tool_id,
-                call_id=pending.call_id,
-                args_hash=pending.args_hash,
-                decision=AuditDecision.EXPIRED,
-                outcome="expired",
-                duration_ms=0.0,
-            )
         )
 
     async def end(self, reason: EndReason, detail: str | None = None) -> None:

@@ -14,16 +14,24 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from gateway.orchestrator import Execute, PendingConfirmation, Refuse, decide_call
+from gateway.orchestrator import (
+    Execute,
+    LookupResult,
+    PendingConfirmation,
+    Refuse,
+    decide_call,
+)
 from gateway.protocol import (
     ConfirmationOutcome,
     ConfirmationRequested,
     ConfirmationResolved,
+    ErrorCode,
     ToolErrorInfo,
     ToolFinished,
     ToolStarted,
 )
 from gateway.toolrun import AuditDecision, CallOutcome, ToolCall
+from tools._core import ToolErrorType
 from transports.base import ToolResult
 from transports.events import ToolCallsRequested
 
@@ -122,17 +130,17 @@ class ToolFlow:
         confirmation_id: str,
         approve: bool,
         parameters: dict[str, Any] | None,
-    ) -> str | None:
-        """A client's answer; returns an error code for the client, or None when handled."""
+    ) -> tuple[ErrorCode, str] | None:
+        """A client's answer; returns the error to send the client, or None when handled."""
         s = self._s
         now = s.clock.now()
         found = s.book.lookup(confirmation_id, now)
-        if found.result.value == "not_found":
-            return "confirmation_not_found"
-        if found.result.value == "expired":
+        if found.result is LookupResult.NOT_FOUND:
+            return ErrorCode.CONFIRMATION_NOT_FOUND, f"no open confirmation {confirmation_id}"
+        if found.result is LookupResult.EXPIRED:
             if found.pending is not None:
                 self._expired(found.pending)
-            return "confirmation_expired"
+            return ErrorCode.CONFIRMATION_EXPIRED, f"confirmation {confirmation_id} expired"
         pending = found.pending
         assert pending is not None
         spec = s.registry.get(pending.tool_id)
@@ -140,28 +148,23 @@ class ToolFlow:
         if approve and parameters is not None and spec is not None:
             problem = spec.validator.problem(parameters)
             if problem is not None:
-                return f"invalid_event:{problem}"
+                return ErrorCode.INVALID_EVENT, problem
             args = parameters
         s.book.take(confirmation_id, now)
         if not approve:
             s.metrics.confirmations.labels("rejected").inc()
+            refused = s.runner.refuse(
+                ToolCall(pending.call_id, pending.tool_id, pending.args),
+                s.caller(),
+                ToolErrorType.FORBIDDEN,
+                f"the user rejected confirmation {confirmation_id}; nothing was done",
+                decision=AuditDecision.REJECTED,
+                reason="rejected",
+                arguments=pending.args,
+            )
             self._resolved(pending, ConfirmationOutcome.REJECTED, None)
             await s.transport.send_late_result(
-                ToolResult(
-                    pending.call_id,
-                    pending.tool_id,
-                    {
-                        "ok": False,
-                        "error": {
-                            "type": "FORBIDDEN",
-                            "message": f"the user rejected confirmation {confirmation_id}; "
-                            "nothing was done",
-                            "retryable": False,
-                            "partialSideEffects": False,
-                        },
-                        "meta": {"toolId": pending.tool_id, "callId": pending.call_id},
-                    },
-                )
+                ToolResult(pending.call_id, pending.tool_id, refused.envelope)
             )
             return None
         call = ToolCall(pending.call_id, pending.tool_id, args)
@@ -224,8 +227,17 @@ class ToolFlow:
         )
 
     def _expired(self, pending: PendingConfirmation) -> None:
-        self._s.metrics.confirmations.labels("expired").inc()
-        self._s.audit_expired(pending)
+        s = self._s
+        s.metrics.confirmations.labels("expired").inc()
+        s.runner.refuse(
+            ToolCall(pending.call_id, pending.tool_id, pending.args),
+            s.caller(),
+            ToolErrorType.FORBIDDEN,
+            f"confirmation {pending.confirmation_id} expired; nothing was done",
+            decision=AuditDecision.EXPIRED,
+            reason="expired",
+            arguments=pending.args,
+        )
         self._resolved(pending, ConfirmationOutcome.EXPIRED, None)
 
     def _apply_intents(self, outcome: CallOutcome) -> None:

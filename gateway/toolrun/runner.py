@@ -140,7 +140,7 @@ class ToolRunner:
         response = ToolResponse.failure(error_type, message, **extra)
         outcome = self._finish(call, caller, response, arguments, 0.0, decision, reason=reason)
         if call.call_id not in self._calls:
-            done: asyncio.Future[CallOutcome] = asyncio.get_event_loop().create_future()
+            done: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
             done.set_result(outcome)
             self._remember(call.call_id, done)
         return outcome

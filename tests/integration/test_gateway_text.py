@@ -24,7 +24,9 @@ from gateway.toolrun import MemoryAuditSink, ResultCache
 SECRET = "integration-secret-0123456789abcdef"
 
 
-async def _start(registry: Registry, tmp_path: Path, **overrides: Any) -> tuple[str, Any]:
+async def _start(
+    registry: Registry, tmp_path: Path, audit: MemoryAuditSink, **overrides: Any
+) -> tuple[str, Any]:
     settings = Settings(
         auth="jwt",
         auth_secret=SECRET,
@@ -38,7 +40,7 @@ async def _start(registry: Registry, tmp_path: Path, **overrides: Any) -> tuple[
         registry=registry,
         transports=make_transport,
         metrics=Metrics(),
-        audit=MemoryAuditSink(),
+        audit=audit,
         clock=clock,
         cache=ResultCache(clock),
     )
@@ -57,8 +59,15 @@ def _token(sub: str = "alice", roles: list[str] | None = None, ttl: int = 300) -
 
 
 @pytest.fixture
-async def gateway(project_registry: Registry, tmp_path: Path) -> AsyncIterator[str]:
-    base, runner = await _start(project_registry, tmp_path)
+def audit() -> MemoryAuditSink:
+    return MemoryAuditSink()
+
+
+@pytest.fixture
+async def gateway(
+    project_registry: Registry, tmp_path: Path, audit: MemoryAuditSink
+) -> AsyncIterator[str]:
+    base, runner = await _start(project_registry, tmp_path, audit)
     yield base
     await runner.cleanup()
 
@@ -195,3 +204,43 @@ async def test_health_ready_metrics(gateway: str) -> None:
             assert response.status == 200
         async with http.get(f"{gateway}/metrics") as response:
             assert "gateway_active_sessions" in await response.text()
+
+
+async def test_rejected_confirmation_runs_nothing_and_is_audited(
+    gateway: str, audit: MemoryAuditSink, tmp_path: Path
+) -> None:
+    async with aiohttp.ClientSession() as http:
+        headers = {"Authorization": f"Bearer {_token()}"}
+        async with http.ws_connect(f"{gateway}/v1/session", headers=headers) as ws:
+            await ws.send_json({"type": "session.start", "mode": "text"})
+            await _until(ws, "session.started")
+            await ws.send_json(
+                {
+                    "type": "text.send",
+                    "text": '/tool calendar_create_event {"title":"Dentist",'
+                    '"start":"2026-12-01T10:00:00+01:00"}',
+                }
+            )
+            events = await _until(ws, "confirmation.requested")
+            confirmation = events[-1]["confirmation_id"]
+            await _until(ws, "response.done")
+            await _until(ws, "response.done")
+            await ws.send_json(
+                {
+                    "type": "confirmation.respond",
+                    "confirmation_id": confirmation,
+                    "decision": "reject",
+                }
+            )
+            resolved = (await _until(ws, "confirmation.resolved"))[-1]
+            assert resolved["decision"] == "rejected"
+            assert "result" not in resolved
+            # The model is told, naming the confirmation, and answers.
+            reply = (await _until(ws, "response.done"))[-1]
+            assert confirmation in reply["text"]
+            assert "FORBIDDEN" in reply["text"]
+    decisions = [(r.tool, r.decision.value) for r in audit.records]
+    assert ("calendar_create_event", "confirmation_pending") in decisions
+    assert ("calendar_create_event", "rejected") in decisions
+    assert ("calendar_create_event", "executed") not in decisions
+    assert not (tmp_path / "calendar.sqlite").exists()
