@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import ModuleType
@@ -65,6 +66,8 @@ def load_handler() -> LoadHandler:
             assert spec is not None
             assert spec.loader is not None
             module = importlib.util.module_from_spec(spec)
+            # As the gateway's loader does: registered before it runs.
+            sys.modules[spec.name] = module
             spec.loader.exec_module(module)
             loaded[tool_id] = module
         return loaded[tool_id]

@@ -39,8 +39,6 @@ CREATE INDEX IF NOT EXISTS events_by_owner ON events (tenant, user_id, start_epo
 """
 
 
-# NamedTuple, not a dataclass: handlers are loaded from their path without an entry in
-# sys.modules, which dataclasses need to resolve postponed annotations.
 class _Event(NamedTuple):
     event_id: str
     tenant: str

@@ -36,8 +36,6 @@ CREATE INDEX IF NOT EXISTS care_log_by_patient ON care_log (tenant, patient_id, 
 """
 
 
-# NamedTuple, not a dataclass: handlers are loaded from their path without an entry in
-# sys.modules, which dataclasses need to resolve postponed annotations.
 class _CareLog(NamedTuple):
     log_id: str
     tenant: str

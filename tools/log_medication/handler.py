@@ -40,8 +40,6 @@ CREATE INDEX IF NOT EXISTS medication_log_by_owner
 """
 
 
-# NamedTuple, not a dataclass: handlers are loaded from their path without an entry in
-# sys.modules, which dataclasses need to resolve postponed annotations.
 class _Entry(NamedTuple):
     entry_id: str
     tenant: str
