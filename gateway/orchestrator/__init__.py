@@ -10,6 +10,7 @@ from gateway.orchestrator.decide import (
     CallPolicy,
     Execute,
     Refuse,
+    count_execution,
     decide_call,
     has_explicit_intent,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "PendingConfirmation",
     "Refuse",
     "TurnState",
+    "count_execution",
     "decide_call",
     "has_explicit_intent",
 ]

@@ -8,10 +8,14 @@ Checks, in this order, each producing the error type the model receives (TOOLS.m
     3. the session's mode                    MODE_RESTRICTED
     4. arguments parse and validate          VALIDATION
     5. tool rounds this turn                 BUDGET_EXCEEDED
-    6. a re-call with confirmation_id        (spoken yes) → execute, or refused
-    7. explicit intent (high, critical)      INTENT_NOT_EXPLICIT
-    8. confirmation gate                     CONFIRMATION_REQUIRED (a confirmation opens)
-    9. retrieval calls this turn             BUDGET_EXCEEDED
+    6. retrieval calls this turn             BUDGET_EXCEEDED
+    7. a re-call with confirmation_id        (spoken yes) → execute, or refused
+    8. explicit intent (high, critical)      INTENT_NOT_EXPLICIT
+    9. confirmation gate                     CONFIRMATION_REQUIRED (a confirmation opens)
+
+The retrieval budget is checked before any confirmation opens (a confirmation the budget would
+refuse anyway only annoys the user) and a retrieval call is counted when it is executed, whatever
+path got it there (``count_execution``).
 """
 
 from __future__ import annotations
@@ -33,7 +37,14 @@ from gateway.toolrun import ArgumentError, Mode, ModeBudget, ToolCall, arguments
 from gateway.toolrun import parse_arguments as _parse
 from tools._core import ToolErrorType
 
-__all__ = ["CallPolicy", "Execute", "Refuse", "decide_call", "has_explicit_intent"]
+__all__ = [
+    "CallPolicy",
+    "Execute",
+    "Refuse",
+    "count_execution",
+    "decide_call",
+    "has_explicit_intent",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +91,15 @@ def has_explicit_intent(keywords: tuple[str, ...], utterance: str) -> bool:
     return False
 
 
+def _first_sentence(text: str) -> str:
+    flat = " ".join(text.split())
+    match = re.match(r"(.+?[.!?])(?:\s|$)", flat)
+    return (match.group(1) if match else flat).rstrip(".")
+
+
 def _prompt(spec: ToolSpec, args: dict[str, Any]) -> str:
     shown = ", ".join(f"{k}: {v}" for k, v in sorted(args.items()))
-    action = spec.summary.splitlines()[0].rstrip(".") if spec.summary else spec.tool_id
+    action = _first_sentence(spec.summary) if spec.summary else spec.tool_id
     where = " Approve it on your device." if spec.sensitivity == "critical" else ""
     return f"Confirm {spec.tool_id} ({action}) with {shown or 'no arguments'}?{where}"
 
@@ -134,9 +151,23 @@ def decide_call(
             args,
         )
 
+    limit = policy.budget.retrieval_calls_per_turn
+    if spec.category == "retrieval" and turn.retrieval_calls >= limit:
+        return Refuse(
+            call,
+            ToolErrorType.BUDGET_EXCEEDED,
+            f"retrieval budget spent: at most {limit} retrieval calls per turn in "
+            f"{policy.mode} mode; answer with what you have",
+            "budget",
+            args,
+        )
+
     digest = arguments_hash(spec.tool_id, args)
     if parsed.confirmation_id is not None and spec.needs_confirmation:
-        return _spoken_yes(call, spec, args, digest, parsed.confirmation_id, book, now)
+        decision = _spoken_yes(call, spec, args, digest, parsed.confirmation_id, book, now)
+        if isinstance(decision, Execute):
+            count_execution(spec, turn)
+        return decision
 
     needs_intent = spec.intent_keywords and spec.sensitivity in ("high", "critical")
     if needs_intent and not has_explicit_intent(spec.intent_keywords, turn.last_user_text):
@@ -178,25 +209,14 @@ def decide_call(
             },
             opened=pending,
         )
-    return _within_retrieval_budget(call, spec, args, policy, turn)
-
-
-def _within_retrieval_budget(
-    call: ToolCall, spec: ToolSpec, args: dict[str, Any], policy: CallPolicy, turn: TurnState
-) -> Decision:
-    if spec.category == "retrieval":
-        limit = policy.budget.retrieval_calls_per_turn
-        if turn.retrieval_calls >= limit:
-            return Refuse(
-                call,
-                ToolErrorType.BUDGET_EXCEEDED,
-                f"retrieval budget spent: at most {limit} retrieval calls per turn in "
-                f"{policy.mode} mode; answer with what you have",
-                "budget",
-                args,
-            )
-        turn.retrieval_calls += 1
+    count_execution(spec, turn)
     return Execute(call, args)
+
+
+def count_execution(spec: ToolSpec, turn: TurnState) -> None:
+    """A call of ``spec`` is about to run this turn: spend its share of the budget."""
+    if spec.category == "retrieval":
+        turn.retrieval_calls += 1
 
 
 def _spoken_yes(

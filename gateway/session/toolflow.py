@@ -19,6 +19,7 @@ from gateway.orchestrator import (
     LookupResult,
     PendingConfirmation,
     Refuse,
+    count_execution,
     decide_call,
 )
 from gateway.protocol import (
@@ -168,6 +169,9 @@ class ToolFlow:
             )
             return None
         call = ToolCall(pending.call_id, pending.tool_id, args)
+        if spec is not None:
+            # An approval is explicit, so it is never refused here, but it spends the budget.
+            count_execution(spec, s.turn)
         s.runner.forget(pending.call_id)
         self._started(call, args)
         outcome = await s.runner.run(call, s.caller(), decision=AuditDecision.CONFIRMED)

@@ -459,11 +459,6 @@ def test_heard_does_not_reset_the_budget(project_registry: Registry) -> None:
     refused(s.decide("kb_search", {"query": "c"}), ToolErrorType.BUDGET_EXCEEDED)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a retrieval tool that needs confirmation bypasses the retrieval budget: the "
-    "spoken-yes path returns Execute without _within_retrieval_budget, so it is never counted",
-)
 def test_a_confirmed_retrieval_call_is_counted(variant_registry: Registry) -> None:
     s = session(variant_registry, mode="voice")
     confirmation_id = confirmation_opened(s.decide("kb_search_confirmed", {"query": "hours"}))
@@ -471,11 +466,6 @@ def test_a_confirmed_retrieval_call_is_counted(variant_registry: Registry) -> No
     assert s.turn.retrieval_calls == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: with the retrieval budget spent, a retrieval tool that needs confirmation "
-    "still opens a confirmation (and then runs on a spoken yes) instead of BUDGET_EXCEEDED",
-)
 def test_a_retrieval_call_needing_confirmation_past_the_budget_is_refused(
     variant_registry: Registry,
 ) -> None:
@@ -621,11 +611,6 @@ def test_first_call_opens_a_confirmation(project_registry: Registry) -> None:
     assert s.book.lookup("conf-1", s.clock.now()).result is LookupResult.PENDING
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: _prompt uses the first *line* of the wrapped doc_summary.md, so the action "
-    "shown to the user is cut mid-sentence ('... length in minutes, optional)')",
-)
 def test_prompt_names_the_action_in_whole_words(project_registry: Registry) -> None:
     refusal = refused(
         session(project_registry).decide("calendar_create_event", EVENT),
