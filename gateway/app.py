@@ -17,6 +17,8 @@ from gateway.config import Settings, is_loopback
 from gateway.observability import Metrics, configure_logging
 from gateway.registry import load_registry
 from gateway.server import GatewayServer
+from gateway.sessions import SessionManager
+from gateway.store import MemoryStore
 from gateway.toolrun import ResultCache, StructlogAuditSink
 from transports.base import Transport, TransportError
 
@@ -42,15 +44,18 @@ def build_server(settings: Settings) -> GatewayServer:
     registry = load_registry(settings.registry_path())
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     clock = SystemClock()
-    return GatewayServer(
+    metrics = Metrics()
+    manager = SessionManager(
         settings=settings,
         registry=registry,
         transports=make_transport,
-        metrics=Metrics(),
+        metrics=metrics,
         audit=StructlogAuditSink(),
         clock=clock,
         cache=ResultCache(clock),
+        store=MemoryStore(clock),
     )
+    return GatewayServer(settings=settings, registry=registry, metrics=metrics, manager=manager)
 
 
 async def serve(settings: Settings) -> None:

@@ -58,6 +58,10 @@ class Settings(BaseSettings):
     # Connection rate limit per client address, and a cap on concurrent sessions.
     connections_per_minute: int = 600
     max_sessions: int = 2000
+    # Control events (everything but audio) per session: sustained rate and burst; over the
+    # limit an event is refused with rate_limited.
+    client_events_per_s: float = 20.0
+    client_events_burst: int = 60
     # Outbound queue per client: audio beyond this is dropped (and counted) first.
     outbound_audio_frames: int = 200
     default_instructions: str = "You are a helpful, concise assistant."

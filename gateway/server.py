@@ -8,12 +8,8 @@ client can never take the server down.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
-import secrets
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,39 +17,29 @@ import jwt
 import structlog
 from aiohttp import WSMsgType, web
 
-from gateway.clock import Clock
 from gateway.config import Settings
 from gateway.observability import Metrics
 from gateway.protocol import (
-    AudioFormat,
     EndReason,
     ErrorCode,
     ErrorEvent,
-    Mode,
     Ping,
     Pong,
     ProtocolError,
-    Provider,
     SessionEnd,
     SessionEnded,
-    SessionLimits,
     SessionStart,
-    SessionStarted,
-    ToolInfo,
     decode_binary,
     decode_text,
     encode,
 )
 from gateway.registry import Registry
 from gateway.session import Outbound, Session, SessionUser
-from gateway.toolrun import AuditSink, ResultCache, ToolRunner
-from transports.base import ToolDeclaration, Transport, TransportError, UpstreamConfig
+from gateway.sessions import SessionManager, StartRefused
 
-__all__ = ["GatewayServer", "TransportFactory"]
+__all__ = ["GatewayServer"]
 
 _log = structlog.get_logger("server")
-
-TransportFactory = Callable[[str, Settings], Transport]
 
 
 def _json_error(status: int, code: str, message: str) -> web.Response:
@@ -61,27 +47,14 @@ def _json_error(status: int, code: str, message: str) -> web.Response:
 
 
 @dataclass(slots=True)
-class _Detached:
-    session: Session
-    token_hash: str
-    expiry: asyncio.TimerHandle | None = None
-
-
-@dataclass(slots=True)
 class GatewayServer:
     settings: Settings
     registry: Registry
-    transports: TransportFactory
     metrics: Metrics
-    audit: AuditSink
-    clock: Clock
-    cache: ResultCache
+    manager: SessionManager
     draining: bool = False
-    sessions: dict[str, Session] = field(default_factory=dict)
-    _tokens: dict[str, str] = field(default_factory=dict)
-    _detached: dict[str, _Detached] = field(default_factory=dict)
+    # Connection times per peer address, for the per-minute admission limit.
     _recent: dict[str, deque[float]] = field(default_factory=dict)
-    _background: set[asyncio.Task[None]] = field(default_factory=set)
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=self.settings.max_text_frame)
@@ -160,7 +133,7 @@ class GatewayServer:
             window.popleft()
         if len(window) >= self.settings.connections_per_minute:
             return _json_error(429, "rate_limited", "too many connections; slow down")
-        if len(self.sessions) >= self.settings.max_sessions:
+        if len(self.manager.sessions) >= self.settings.max_sessions:
             return _json_error(503, "rate_limited", "the gateway is at its session limit")
         window.append(now)
         return None
@@ -191,7 +164,7 @@ class GatewayServer:
                 await self._serve(ws, session)
         finally:
             if session is not None and not session.ended.is_set():
-                self._park(session)
+                self.manager.park(session)
             outbound.close()
             try:
                 await asyncio.wait_for(writer, timeout=5)
@@ -234,7 +207,17 @@ class GatewayServer:
                 self._send(outbound, ErrorEvent.from_error(exc))
                 continue
             if isinstance(event, SessionStart):
-                return await self._start(event, outbound, user)
+                try:
+                    if event.resume is not None:
+                        return await self.manager.resume(event, user, outbound)
+                    return await self.manager.start(event, user, outbound)
+                except StartRefused as refused:
+                    self._send(outbound, refused.event)
+                    if refused.ended is not None:
+                        self._send(outbound, refused.ended)
+                    if refused.fatal:
+                        return None
+                    continue  # the client may send another session.start
             if isinstance(event, Ping):
                 self._send(outbound, Pong(id=event.id))
             elif isinstance(event, SessionEnd):
@@ -257,175 +240,16 @@ class GatewayServer:
             return decode_binary(msg.data, max_bytes=self.settings.max_binary_frame)
         raise ProtocolError(ErrorCode.INVALID_EVENT, "unsupported frame type")
 
-    async def _start(
-        self, start: SessionStart, outbound: Outbound, user: SessionUser
-    ) -> Session | None:
-        if start.resume is not None:
-            return self._resume(start, outbound, user)
-        provider = start.provider.value if start.provider else self.settings.provider
-        visible = self.registry.visible_to(user.roles, start.tools)
-        try:
-            transport = self.transports(provider, self.settings)
-            config = UpstreamConfig(
-                mode="voice" if start.mode.value == "voice" else "text",
-                instructions=self._instructions(start, visible),
-                tools=[
-                    ToolDeclaration(s.tool_id, s.description, s.provider_schemas) for s in visible
-                ],
-                client_input_rate=start.audio.input_rate,
-                client_output_rate=start.audio.output_rate,
-                model=start.model,
-                voice=start.voice,
-                locale=start.locale,
-            )
-            await asyncio.wait_for(transport.connect(config), timeout=15)
-        except (TransportError, TimeoutError, OSError) as exc:
-            message = str(exc) or "the upstream did not answer"
-            self._send(
-                outbound,
-                ErrorEvent(
-                    code=ErrorCode.UPSTREAM_UNAVAILABLE,
-                    message=f"cannot open the {provider} upstream: {message}",
-                    retryable=True,
-                    fatal=True,
-                    event_id=start.event_id,
-                ),
-            )
-            self._send(outbound, SessionEnded(reason=EndReason.UPSTREAM_FAILED, detail=message))
-            return None
-        session_id = f"sess_{secrets.token_hex(12)}"
-        token = secrets.token_urlsafe(24)
-        runner = ToolRunner(
-            self.registry,
-            data_dir=self.settings.data_dir,
-            audit=self.audit,
-            clock=self.clock,
-            cache=self.cache,
-            budgets={"voice": self.settings.budget("voice"), "text": self.settings.budget("text")},
-            observer=self.metrics,
-        )
-        session = Session(
-            session_id=session_id,
-            user=user,
-            start=start,
-            registry=self.registry,
-            transport=transport,
-            runner=runner,
-            budgets={"voice": self.settings.budget("voice"), "text": self.settings.budget("text")},
-            clock=self.clock,
-            metrics=self.metrics,
-            confirmation_ttl_s=self.settings.confirmation_ttl_s,
-        )
-        session.upstream_ready()
-        session.attach(outbound)
-        self.sessions[session_id] = session
-        self._tokens[session_id] = _hash(token)
-        self.metrics.active_sessions.inc()
-        session.emit(self._started(session, token, resumed=False, provider=provider))
-        return session
-
-    def _started(
-        self, session: Session, token: str, *, resumed: bool, provider: str
-    ) -> SessionStarted:
-        visible = self.registry.visible_to(session.user.roles, session.enabled)
-        return SessionStarted(
-            session_id=session.session_id,
-            resume_token=token,
-            mode=Mode(session.mode),
-            provider=Provider(provider),
-            model=provider,
-            registry_version=self.registry.version,
-            tools=tuple(
-                ToolInfo(
-                    name=s.tool_id,
-                    summary=s.summary,
-                    category=s.category,
-                    requires_confirmation=s.needs_confirmation,
-                )
-                for s in visible
-            ),
-            audio=AudioFormat(input_rate=session.input_rate, output_rate=session.output_rate),
-            resumed=resumed,
-            limits=SessionLimits(
-                max_duration_s=self.settings.max_duration_s,
-                idle_timeout_s=self.settings.idle_timeout_s,
-            ),
-        )
-
-    def _instructions(self, start: SessionStart, visible: list[Any]) -> str:
-        base = start.instructions or self.settings.default_instructions
-        tools = "\n".join(f"- {s.tool_id}: {s.description}" for s in visible)
-        return f"{base}\n\nTools you may call:\n{tools}" if tools else base
-
-    def _resume(self, start: SessionStart, outbound: Outbound, user: SessionUser) -> Session | None:
-        assert start.resume is not None
-        parked = self._detached.get(start.resume.session_id)
-        valid = parked is not None and hmac.compare_digest(
-            parked.token_hash, _hash(start.resume.resume_token)
-        )
-        if parked is None or not valid or parked.session.user.user_id != user.user_id:
-            self._send(
-                outbound,
-                ErrorEvent(
-                    code=ErrorCode.RESUME_FAILED,
-                    message="no resumable session with that id and token",
-                    event_id=start.event_id,
-                ),
-            )
-            return None
-        del self._detached[start.resume.session_id]
-        if parked.expiry is not None:
-            parked.expiry.cancel()
-        session = parked.session
-        token = secrets.token_urlsafe(24)
-        self._tokens[session.session_id] = _hash(token)
-        session.attach(outbound)
-        session.emit(self._started(session, token, resumed=True, provider=self.settings.provider))
-        return session
-
-    def _park(self, session: Session) -> None:
-        """The socket dropped: keep the session for the resume window, then end it."""
-        session.detach()
-        parked = _Detached(session, self._tokens.get(session.session_id, ""))
-        self._detached[session.session_id] = parked
-        loop = asyncio.get_running_loop()
-
-        def expire() -> None:
-            if self._detached.pop(session.session_id, None) is not None:
-                task = asyncio.ensure_future(
-                    self._finish(session, EndReason.CLIENT, "resume window passed")
-                )
-                self._background.add(task)
-                task.add_done_callback(self._background.discard)
-
-        parked.expiry = loop.call_later(self.settings.resume_window_s, expire)
-
-    async def _finish(self, session: Session, reason: EndReason, detail: str | None) -> None:
-        await session.end(reason, detail)
-        self._forget(session)
-
-    def _forget(self, session: Session) -> None:
-        if self.sessions.pop(session.session_id, None) is not None:
-            self.metrics.active_sessions.dec()
-        self._tokens.pop(session.session_id, None)
-
     async def _serve(self, ws: web.WebSocketResponse, session: Session) -> None:
-        upstream = asyncio.create_task(session.run_upstream())
-        timers = asyncio.create_task(self._timers(session))
         reader = asyncio.create_task(self._read(ws, session))
         ended = asyncio.create_task(session.ended.wait())
         try:
             await asyncio.wait([reader, ended], return_when=asyncio.FIRST_COMPLETED)
         finally:
             ended.cancel()
-            timers.cancel()
-            if session.ended.is_set():
-                reader.cancel()
-                upstream.cancel()
-                self._forget(session)
-            elif not reader.done():
-                reader.cancel()
-            # A dropped client leaves the upstream reader running for a resume.
+            reader.cancel()
+        if session.ended.is_set():
+            await self.manager.forget(session)
 
     async def _read(self, ws: web.WebSocketResponse, session: Session) -> None:
         async for msg in ws:
@@ -444,22 +268,7 @@ class GatewayServer:
             if session.ended.is_set():
                 return
 
-    async def _timers(self, session: Session) -> None:
-        while not session.ended.is_set():
-            await asyncio.sleep(0.25)
-            await session.tools.expire_due()
-            if session.idle_for() > self.settings.idle_timeout_s:
-                await session.end(EndReason.IDLE_TIMEOUT)
-            elif session.age() > self.settings.max_duration_s:
-                await session.end(EndReason.MAX_DURATION)
-
     async def drain(self) -> None:
-        """SIGTERM: refuse new sessions, end every session with reason shutdown."""
+        """SIGTERM: refuse new sessions, then end the open ones (``SessionManager.drain``)."""
         self.draining = True
-        await asyncio.sleep(min(self.settings.drain_grace_s, 10))
-        for session in list(self.sessions.values()):
-            await session.end(EndReason.SHUTDOWN, "the gateway is shutting down")
-
-
-def _hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
+        await self.manager.drain()

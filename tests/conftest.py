@@ -31,3 +31,10 @@ def runner_registry(tmp_path_factory: pytest.TempPathFactory) -> Registry:
 def project_registry(tmp_path_factory: pytest.TempPathFactory) -> Registry:
     out = tmp_path_factory.mktemp("registry") / "tool_registry.json"
     return build_and_load([REPO / "tools"], out)
+
+
+@pytest.fixture(scope="session")
+def full_registry(tmp_path_factory: pytest.TempPathFactory) -> Registry:
+    """The project's tools plus the runner fixtures (slow, crashing, failing tools)."""
+    out = tmp_path_factory.mktemp("registry") / "full_registry.json"
+    return build_and_load([REPO / "tools", FIXTURES / "runner_tools"], out)

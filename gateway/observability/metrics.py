@@ -57,6 +57,9 @@ class Metrics:
         self.sessions_ended = Counter(
             "gateway_sessions_ended_total", "Sessions ended by reason", ["reason"], registry=r
         )
+        self.resumes = Counter(
+            "gateway_session_resumes_total", "Sessions resumed by a reconnecting client", registry=r
+        )
         # Bound once: a label lookup per audio frame would cost the relay hot path.
         self.text_in = self.frames_in.labels("text")
         self.binary_in = self.frames_in.labels("binary")

@@ -8,7 +8,8 @@ upstream. Policy (budgets, confirmations, intents) lives in ``gateway.orchestrat
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Literal
@@ -58,16 +59,21 @@ from gateway.protocol import (
 )
 from gateway.registry import Registry
 from gateway.session.outbound import Outbound
+from gateway.session.ratelimit import TokenBucket
 from gateway.session.states import SessionState, transition
 from gateway.session.toolflow import ToolFlow
+from gateway.store import SessionSnapshot
 from gateway.toolrun import Caller, ModeBudget, ToolRunner
 from tools._core import Intent
 from transports import events as up
-from transports.base import Transport
+from transports.base import ConversationItem, Transport
 
 __all__ = ["Session", "SessionUser"]
 
 _log = structlog.get_logger("session")
+
+# Conversation items kept for a resume on another node (replayed to a new upstream).
+HISTORY_ITEMS = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,21 +98,27 @@ class Session:
         *,
         session_id: str,
         user: SessionUser,
-        start: SessionStart,
+        setup: SessionSnapshot,
         registry: Registry,
         transport: Transport,
         runner: ToolRunner,
-        budgets: dict[str, ModeBudget],
+        budgets: Mapping[Literal["voice", "text"], ModeBudget],
         clock: Clock,
         metrics: Metrics,
         confirmation_ttl_s: float,
+        client_events_per_s: float = 20.0,
+        client_events_burst: int = 60,
     ) -> None:
+        """``setup`` is a fresh snapshot for a new session, or a stored one being resumed."""
         self.session_id = session_id
         self.user = user
-        self.mode: str = start.mode.value
-        self.enabled = None if start.tools is None else frozenset(start.tools)
-        self.input_rate = start.audio.input_rate
-        self.output_rate = start.audio.output_rate
+        self.provider = setup.provider
+        self.instructions = setup.instructions
+        self.model, self.voice, self.locale = setup.model, setup.voice, setup.locale
+        self.mode: str = setup.mode
+        self.enabled = None if setup.enabled_tools is None else frozenset(setup.enabled_tools)
+        self.input_rate = setup.input_rate
+        self.output_rate = setup.output_rate
         self.registry = registry
         self.transport = transport
         self.runner = runner
@@ -117,8 +129,10 @@ class Session:
         self.turn = TurnState()
         self.book = ConfirmationBook(timedelta(seconds=confirmation_ttl_s))
         self.intents = IntentState()
+        self.history: deque[ConversationItem] = deque(maxlen=HISTORY_ITEMS)
         self.tools = ToolFlow(self)
         self.outbound: Outbound | None = None
+        self.resume_token_hash = ""
         self.ended = asyncio.Event()
         self.end_reason: EndReason | None = None
         self.last_activity = clock.monotonic()
@@ -132,7 +146,46 @@ class Session:
         self._batches: dict[str, asyncio.Task[None]] = {}
         # response id → milliseconds the client says it played (audio.playback).
         self._played: dict[str, int] = {}
+        self._control_events = TokenBucket(client_events_per_s, client_events_burst)
         self._log = _log.bind(session_id=session_id, user_id=user.user_id)
+        self.restore(setup)
+
+    # -- resume state ------------------------------------------------------------------------
+
+    def snapshot(self) -> SessionSnapshot:
+        """Everything a resume needs, as plain data for the store."""
+        return SessionSnapshot(
+            provider=self.provider,
+            mode=self.mode,
+            input_rate=self.input_rate,
+            output_rate=self.output_rate,
+            enabled_tools=None if self.enabled is None else tuple(sorted(self.enabled)),
+            instructions=self.instructions,
+            model=self.model,
+            voice=self.voice,
+            locale=self.locale,
+            turn_number=self.turn.number,
+            retrieval_calls=self.turn.retrieval_calls,
+            rounds=self.turn.rounds,
+            last_user_text=self.turn.last_user_text,
+            pending_confirmations=tuple(self.book.pending()),
+            pending_messages=tuple(self.intents.pending_messages),
+            history=tuple(self.history),
+        )
+
+    def restore(self, snapshot: SessionSnapshot) -> None:
+        """Take the conversation state of ``snapshot`` (a resume); the wiring stays."""
+        self.mode = snapshot.mode
+        self.turn = TurnState(
+            number=snapshot.turn_number,
+            retrieval_calls=snapshot.retrieval_calls,
+            rounds=snapshot.rounds,
+            last_user_text=snapshot.last_user_text,
+        )
+        self.book.restore(list(snapshot.pending_confirmations))
+        self.intents.pending_messages = list(snapshot.pending_messages)
+        self.history.clear()
+        self.history.extend(snapshot.history)
 
     # -- wiring ------------------------------------------------------------------------------
 
@@ -185,11 +238,22 @@ class Session:
     # -- client → gateway --------------------------------------------------------------------
 
     async def on_client_event(self, event: JsonClientEvent | BinaryAudio) -> None:
-        self.last_activity = self.clock.monotonic()
+        now = self.clock.monotonic()
+        self.last_activity = now
+        audio = isinstance(event, BinaryAudio | AudioAppend | AudioPlayback)
+        if not audio and not isinstance(event, SessionEnd) and not self._control_events.take(now):
+            self.error(
+                ErrorCode.RATE_LIMITED,
+                f"too many events: at most {self._control_events.rate_per_s:g} per second; "
+                "this one was dropped",
+                getattr(event, "event_id", None),
+            )
+            return
         if isinstance(event, BinaryAudio | AudioAppend):
             pcm = event.pcm if isinstance(event, BinaryAudio) else event.audio
             await self._user_audio(pcm, getattr(event, "event_id", None))
         elif isinstance(event, TextSend):
+            self.history.append(ConversationItem("user", event.text))
             await self._start_user_turn(event.text)
             await self.transport.send_text(event.text)
         elif isinstance(event, AudioCommit):
@@ -238,6 +302,13 @@ class Session:
 
     async def _update(self, event: SessionUpdate) -> None:
         mode = None if event.mode is None else event.mode.value
+        if mode is not None and mode not in self.transport.capabilities.modes:
+            self.error(
+                ErrorCode.FORBIDDEN,
+                f"mode: the {self.provider} provider does not support {mode} sessions",
+                event.event_id,
+            )
+            return
         if mode is not None:
             self.mode = mode
         await self.transport.update(
@@ -303,6 +374,8 @@ class Session:
                 )
         elif isinstance(event, up.UserInputTranscribed):
             self.turn.heard(event.text)
+            if event.text:
+                self.history.append(ConversationItem("user", event.text))
         elif isinstance(event, up.SpeechStarted):
             await self._barge_in()
         elif isinstance(event, up.ToolCallsRequested):
@@ -323,6 +396,7 @@ class Session:
             self.metrics.upstream_reconnects.inc()
         elif isinstance(event, up.UpstreamNotice):
             self._log.info("upstream_notice", code=event.code, detail=event.message)
+            self.error(ErrorCode.UPSTREAM_ERROR, f"the model reported an error: {event.message}")
 
     async def _run_batch(self, event: up.ToolCallsRequested) -> None:
         try:
@@ -362,6 +436,8 @@ class Session:
                     self.outbound.audio(tail)
             self._response = None
         text = "" if r is None else "".join(r.text)
+        if text:
+            self.history.append(ConversationItem("assistant", text))
         if self.intents.transcript_suppressed(self.clock.monotonic()):
             text = ""
         self.emit(

@@ -4,72 +4,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import jwt
 import pytest
-from aiohttp import web
-
-from gateway.app import make_transport
-from gateway.clock import SystemClock
-from gateway.config import Settings
-from gateway.observability import Metrics
-from gateway.registry import Registry
-from gateway.server import GatewayServer
-from gateway.toolrun import MemoryAuditSink, ResultCache
-
-SECRET = "integration-secret-0123456789abcdef"
-
-
-async def _start(
-    registry: Registry, tmp_path: Path, audit: MemoryAuditSink, **overrides: Any
-) -> tuple[str, Any]:
-    settings = Settings(
-        auth="jwt",
-        auth_secret=SECRET,
-        data_dir=tmp_path,
-        local_pace=0.0,
-        **overrides,
-    )
-    clock = SystemClock()
-    server = GatewayServer(
-        settings=settings,
-        registry=registry,
-        transports=make_transport,
-        metrics=Metrics(),
-        audit=audit,
-        clock=clock,
-        cache=ResultCache(clock),
-    )
-    runner = web.AppRunner(server.app())
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return f"http://127.0.0.1:{port}", runner
-
-
-def _token(sub: str = "alice", roles: list[str] | None = None, ttl: int = 300) -> str:
-    return jwt.encode(
-        {"sub": sub, "roles": roles or [], "exp": int(time.time()) + ttl}, SECRET, "HS256"
-    )
-
-
-@pytest.fixture
-def audit() -> MemoryAuditSink:
-    return MemoryAuditSink()
-
-
-@pytest.fixture
-async def gateway(
-    project_registry: Registry, tmp_path: Path, audit: MemoryAuditSink
-) -> AsyncIterator[str]:
-    base, runner = await _start(project_registry, tmp_path, audit)
-    yield base
-    await runner.cleanup()
+from harness import SECRET, Gateway, token
 
 
 async def _until(ws: aiohttp.ClientWebSocketResponse, kind: str) -> list[dict[str, Any]]:
@@ -83,10 +23,10 @@ async def _until(ws: aiohttp.ClientWebSocketResponse, kind: str) -> list[dict[st
             return seen
 
 
-async def test_text_turn_tool_and_confirmation(gateway: str) -> None:
+async def test_text_turn_tool_and_confirmation(gateway: Gateway) -> None:
     async with aiohttp.ClientSession() as http:
-        headers = {"Authorization": f"Bearer {_token()}"}
-        async with http.ws_connect(f"{gateway}/v1/session", headers=headers) as ws:
+        headers = {"Authorization": f"Bearer {token()}"}
+        async with http.ws_connect(f"{gateway.url}/v1/session", headers=headers) as ws:
             await ws.send_json({"type": "session.start", "mode": "text"})
             started = (await _until(ws, "session.started"))[-1]
             names = {t["name"] for t in started["tools"]}
@@ -151,9 +91,9 @@ async def test_text_turn_tool_and_confirmation(gateway: str) -> None:
             assert ended["reason"] == "client"
 
 
-async def test_protocol_errors_keep_the_session(gateway: str) -> None:
+async def test_protocol_errors_keep_the_session(gateway: Gateway) -> None:
     async with aiohttp.ClientSession() as http:
-        url = f"{gateway}/v1/session?token={_token()}"
+        url = f"{gateway.url}/v1/session?token={token()}"
         async with http.ws_connect(url) as ws:
             await ws.send_json({"type": "text.send", "text": "hi", "event_id": "early"})
             error = (await _until(ws, "error"))[-1]
@@ -184,34 +124,36 @@ async def test_protocol_errors_keep_the_session(gateway: str) -> None:
     ],
     ids=["missing", "malformed", "expired", "bad-signature", "no-sub"],
 )
-async def test_auth_failures_get_401_json(gateway: str, token: str | None) -> None:
+async def test_auth_failures_get_401_json(gateway: Gateway, token: str | None) -> None:
     headers = {} if token is None else {"Authorization": f"Bearer {token}"}
     async with aiohttp.ClientSession() as http:
         with pytest.raises(aiohttp.WSServerHandshakeError) as info:
-            await http.ws_connect(f"{gateway}/v1/session", headers=headers)
+            await http.ws_connect(f"{gateway.url}/v1/session", headers=headers)
         assert info.value.status == 401
-        async with http.get(f"{gateway}/v1/session", headers=headers) as response:
+        async with http.get(f"{gateway.url}/v1/session", headers=headers) as response:
             assert response.status == 401
             body = await response.json()
             assert body["error"]["code"] == "unauthorized"
 
 
-async def test_health_ready_metrics(gateway: str) -> None:
+async def test_health_ready_metrics(gateway: Gateway) -> None:
     async with aiohttp.ClientSession() as http:
-        async with http.get(f"{gateway}/healthz") as response:
+        async with http.get(f"{gateway.url}/healthz") as response:
             assert await response.json() == {"status": "ok"}
-        async with http.get(f"{gateway}/readyz") as response:
+        async with http.get(f"{gateway.url}/readyz") as response:
             assert response.status == 200
-        async with http.get(f"{gateway}/metrics") as response:
+        async with http.get(f"{gateway.url}/metrics") as response:
             assert "gateway_active_sessions" in await response.text()
 
 
 async def test_rejected_confirmation_runs_nothing_and_is_audited(
-    gateway: str, audit: MemoryAuditSink, tmp_path: Path
+    gateway: Gateway,
 ) -> None:
+    audit = gateway.audit
+    tmp_path = gateway.settings.data_dir
     async with aiohttp.ClientSession() as http:
-        headers = {"Authorization": f"Bearer {_token()}"}
-        async with http.ws_connect(f"{gateway}/v1/session", headers=headers) as ws:
+        headers = {"Authorization": f"Bearer {token()}"}
+        async with http.ws_connect(f"{gateway.url}/v1/session", headers=headers) as ws:
             await ws.send_json({"type": "session.start", "mode": "text"})
             await _until(ws, "session.started")
             await ws.send_json(

@@ -11,6 +11,7 @@ shell turns replies into events and does any waiting. Free mode follows these ru
 - ``/badjson NAME`` calls NAME with the invalid arguments ``{"x": `` on purpose;
 - ``/say TEXT`` says TEXT; ``/silence`` says nothing (an empty reply);
 - ``/slow MS TEXT`` says TEXT after MS milliseconds; ``/fail`` makes the upstream fail;
+- ``/error TEXT`` fails this one response with a non-fatal upstream error TEXT;
 - anything else (including an unknown ``/word``) → ``You said: <text>``;
 - a voice utterance of N ms has the transcript ``audio:<N>ms`` → ``You said: audio:<N>ms``;
 - once every call of a batch has its result → ``Tool results: NAME=<envelope JSON>; …`` in call
@@ -51,6 +52,7 @@ __all__ = [
     "LocalBrain",
     "PendingConfirmation",
     "Reply",
+    "ResponseError",
     "Say",
     "ToolCall",
     "ToolResultTuple",
@@ -94,7 +96,15 @@ class Fail:
     type: Literal["fail"] = "fail"
 
 
-Reply = Say | CallTools | Fail
+@dataclass(frozen=True, slots=True)
+class ResponseError:
+    """A provider error for one response; the session goes on (a 'server_error' event)."""
+
+    message: str
+    type: Literal["response_error"] = "response_error"
+
+
+Reply = Say | CallTools | Fail | ResponseError
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +263,8 @@ class LocalBrain:
                 return Say("")
             case "/fail":
                 return Fail()
+            case "/error":
+                return ResponseError(rest or "local model error")
             case "/slow":
                 delay, *slow_text = rest.split(None, 1) or [""]
                 if delay.isdigit():

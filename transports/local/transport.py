@@ -17,7 +17,8 @@ Rules the session can rely on:
 - Speech detected while a response is active interrupts it: ``SpeechStarted`` then
   ``ResponseDone(status="interrupted")``; none of its audio follows ``SpeechStarted``.
 - ``/fail`` emits ``UpstreamFailed`` and ends ``events()``; after that and after ``close()``
-  every input is ignored.
+  every input is ignored. ``/error TEXT`` is ``ResponseStarted``, ``UpstreamNotice`` and
+  ``ResponseDone(status="failed")``: a provider error the session survives.
 
 ``events()`` has a single consumer (the session).
 """
@@ -51,6 +52,7 @@ from transports.events import (
     TranscriptDone,
     UpstreamEvent,
     UpstreamFailed,
+    UpstreamNotice,
     UserInputTranscribed,
 )
 from transports.local.brain import (
@@ -58,6 +60,7 @@ from transports.local.brain import (
     Fail,
     LocalBrain,
     Reply,
+    ResponseError,
     Say,
     compact_json,
     utterance_transcript,
@@ -244,6 +247,11 @@ class LocalTransport:
                 requested = tuple(RequestedCall(c.call_id, c.name, c.arguments) for c in calls)
                 self._emit(ToolCallsRequested(response_id, requested))
                 self._emit(ResponseDone(response_id, "completed"))
+            case ResponseError(message):
+                response_id = self._next_response_id()
+                self._emit(ResponseStarted(response_id))
+                self._emit(UpstreamNotice("local_error", message))
+                self._emit(ResponseDone(response_id, "failed"))
             case Say():
                 self._start_speaking(reply)
 

@@ -1,0 +1,64 @@
+"""The store interface and the records it keeps."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from gateway.orchestrator import PendingConfirmation
+from transports.base import ConversationItem
+
+__all__ = ["ResumeRecord", "SessionSnapshot", "SessionStore", "hash_token"]
+
+
+def hash_token(token: str) -> str:
+    """Resume tokens are kept hashed: a leaked store does not hand out sessions."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSnapshot:
+    """What survives a resume (PROTOCOL.md section 4, item 5), as plain data."""
+
+    provider: str
+    mode: str
+    input_rate: int
+    output_rate: int
+    enabled_tools: tuple[str, ...] | None
+    instructions: str
+    model: str | None = None
+    voice: str | None = None
+    locale: str | None = None
+    turn_number: int = 0
+    retrieval_calls: int = 0
+    rounds: int = 0
+    last_user_text: str = ""
+    pending_confirmations: tuple[PendingConfirmation, ...] = ()
+    pending_messages: tuple[str, ...] = ()
+    history: tuple[ConversationItem, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeRecord:
+    session_id: str
+    user_id: str
+    token_hash: str
+    snapshot: SessionSnapshot
+
+
+class SessionStore(Protocol):
+    async def park(self, record: ResumeRecord, ttl_s: float) -> None:
+        """Keep ``record`` for ``ttl_s`` seconds (the resume window), replacing any older one."""
+        ...
+
+    async def claim(self, session_id: str, token_hash: str, user_id: str) -> ResumeRecord | None:
+        """Take the record if id, token and user all match and it has not expired.
+
+        A record can be claimed once; a wrong token or user leaves it in place.
+        """
+        ...
+
+    async def drop(self, session_id: str) -> None:
+        """Forget the record (the session ended for good)."""
+        ...

@@ -1,0 +1,43 @@
+"""The in-memory store: one gateway process, time from an injected clock."""
+
+from __future__ import annotations
+
+import hmac
+
+from gateway.clock import Clock
+from gateway.store.base import ResumeRecord
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore:
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._records: dict[str, tuple[ResumeRecord, float]] = {}
+
+    def __len__(self) -> int:
+        self._purge()
+        return len(self._records)
+
+    async def park(self, record: ResumeRecord, ttl_s: float) -> None:
+        self._purge()
+        self._records[record.session_id] = (record, self._clock.monotonic() + ttl_s)
+
+    async def claim(self, session_id: str, token_hash: str, user_id: str) -> ResumeRecord | None:
+        self._purge()
+        entry = self._records.get(session_id)
+        if entry is None:
+            return None
+        record = entry[0]
+        if not hmac.compare_digest(record.token_hash, token_hash) or record.user_id != user_id:
+            return None
+        del self._records[session_id]
+        return record
+
+    async def drop(self, session_id: str) -> None:
+        self._records.pop(session_id, None)
+
+    def _purge(self) -> None:
+        now = self._clock.monotonic()
+        for session_id in [k for k, (_, until) in self._records.items() if until <= now]:
+            del self._records[session_id]
