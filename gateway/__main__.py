@@ -1,4 +1,4 @@
-"""``python -m gateway serve | check | token`` (also the ``gateway`` console script)."""
+"""``python -m gateway serve | check | token | chat`` (also the ``gateway`` console script)."""
 
 from __future__ import annotations
 
@@ -46,6 +46,23 @@ def _token(args: argparse.Namespace) -> int:
     return 0
 
 
+def _chat(args: argparse.Namespace) -> int:
+    import asyncio
+    import os
+
+    import jwt
+
+    from gateway.chat_client import run_chat
+
+    token = args.token or os.environ.get("GATEWAY_TOKEN")
+    secret = os.environ.get("GATEWAY_AUTH_SECRET")
+    if token is None and secret:  # mint one, as ``token`` would (a client needs no settings)
+        claims = {"sub": args.sub, "exp": int(time.time()) + 3600, "roles": args.roles}
+        token = jwt.encode(claims, secret, "HS256")
+    url = args.url or "ws://127.0.0.1:8080/v1/session"
+    return asyncio.run(run_chat(url, token, read_line=sys.stdin.readline, mode=args.mode))
+
+
 def _serve(_: argparse.Namespace) -> int:
     from gateway.app import run
 
@@ -62,8 +79,24 @@ def main(argv: list[str] | None = None) -> int:
     token.add_argument("--roles", default="", help="comma-separated roles")
     token.add_argument("--tenant", default=None)
     token.add_argument("--ttl", type=int, default=3600, help="seconds until it expires")
+    chat = sub.add_parser("chat", help="a terminal chat with a running gateway (text mode)")
+    chat.add_argument("--url", default=None, help="ws://127.0.0.1:8080/v1/session by default")
+    chat.add_argument(
+        "--token",
+        default=None,
+        help="a JWT (default: $GATEWAY_TOKEN, or one "
+        "minted with GATEWAY_AUTH_SECRET when it is set)",
+    )
+    chat.add_argument("--sub", default="chat-user", help="the user id of a minted token")
+    chat.add_argument(
+        "--roles",
+        type=lambda v: [r for r in v.split(",") if r],
+        default=[],
+        help="comma-separated roles of a minted token",
+    )
+    chat.add_argument("--mode", choices=["text", "voice"], default="text")
     args = parser.parse_args(argv)
-    handlers = {"serve": _serve, "check": _check, "token": _token}
+    handlers = {"serve": _serve, "check": _check, "token": _token, "chat": _chat}
     try:
         return handlers[args.command](args)
     except KeyboardInterrupt:

@@ -98,10 +98,11 @@ def _first_sentence(text: str) -> str:
 
 
 def _prompt(spec: ToolSpec, args: dict[str, Any]) -> str:
-    shown = ", ".join(f"{k}: {v}" for k, v in sorted(args.items()))
-    action = _first_sentence(spec.summary) if spec.summary else spec.tool_id
+    shown = ", ".join(f"{k}: {v}" for k, v in sorted(args.items())) or "no arguments"
+    action = _first_sentence(spec.summary) if spec.summary else ""
+    does = f" It will {action[:1].lower()}{action[1:]}." if action else ""
     where = " Approve it on your device." if spec.sensitivity == "critical" else ""
-    return f"Confirm {spec.tool_id} ({action}) with {shown or 'no arguments'}?{where}"
+    return f"Confirm {spec.tool_id} with {shown}?{does}{where}"
 
 
 def decide_call(
