@@ -64,6 +64,8 @@ class Settings(BaseSettings):
     client_events_burst: int = 60
     # Outbound queue per client: audio beyond this is dropped (and counted) first.
     outbound_audio_frames: int = 200
+    # Events queued for a client that does not read; past this the connection is dropped.
+    outbound_control_bytes: int = 8 * 1024 * 1024
     default_instructions: str = "You are a helpful, concise assistant."
 
     # Per-mode budgets (TOOLS.md section 4).

@@ -150,11 +150,22 @@ class GatewayServer:
         limit = max(self.settings.max_text_frame, self.settings.max_binary_frame)
         ws = web.WebSocketResponse(max_msg_size=limit + 1, compress=False, heartbeat=30)
         await ws.prepare(request)
+        transport = request.transport
+
+        def cut_off() -> None:
+            # Not reading at all: drop the connection (the session stays resumable).
+            self.metrics.slow_clients.inc()
+            _log.warning("client_not_reading", peer=request.remote)
+            if transport is not None:
+                transport.abort()
+
         outbound = Outbound(
             ws.send_str,
             ws.send_bytes,
             max_audio_frames=self.settings.outbound_audio_frames,
+            max_control_bytes=self.settings.outbound_control_bytes,
             on_audio_dropped=self.metrics.audio_dropped.inc,
+            on_overflow=cut_off,
         )
         writer = asyncio.create_task(outbound.run())
         session: Session | None = None

@@ -57,6 +57,11 @@ class Metrics:
         self.sessions_ended = Counter(
             "gateway_sessions_ended_total", "Sessions ended by reason", ["reason"], registry=r
         )
+        self.slow_clients = Counter(
+            "gateway_slow_client_disconnects_total",
+            "Connections dropped because the client stopped reading",
+            registry=r,
+        )
         self.resumes = Counter(
             "gateway_session_resumes_total", "Sessions resumed by a reconnecting client", registry=r
         )

@@ -2,7 +2,9 @@
 
 A slow client must never block the upstream reader, so producers only enqueue (no await); one
 writer task drains control first, then audio. When the audio queue is full the oldest frame is
-dropped and counted; control events are never dropped.
+dropped and counted; control events are never dropped. A client so slow that its control
+events pile past ``max_control_bytes`` is not reading at all: the queue is cut off and
+``on_overflow`` is called (the server closes that socket; the session can still be resumed).
 """
 
 from __future__ import annotations
@@ -21,14 +23,20 @@ class Outbound:
         send_bytes: Callable[[bytes], Awaitable[None]],
         *,
         max_audio_frames: int,
+        max_control_bytes: int = 8 * 1024 * 1024,
         on_audio_dropped: Callable[[], None] = lambda: None,
+        on_overflow: Callable[[], None] = lambda: None,
     ) -> None:
         self._send_text = send_text
         self._send_bytes = send_bytes
-        self._control: deque[str] = deque()
+        self._control: deque[tuple[str, int]] = deque()
         self._audio: deque[bytes] = deque()
         self._max_audio = max_audio_frames
         self._on_dropped = on_audio_dropped
+        self._max_control_bytes = max_control_bytes
+        self._control_bytes = 0
+        self._on_overflow = on_overflow
+        self.overflowed = False
         self._wake = asyncio.Event()
         self._closed = False
         self.dropped_audio = 0
@@ -38,7 +46,16 @@ class Outbound:
     def event(self, payload: bytes) -> None:
         if self._closed:
             return
-        self._control.append(payload.decode())
+        self._control_bytes += len(payload)
+        if self._control_bytes > self._max_control_bytes:
+            self.overflowed = True
+            self._closed = True
+            self._control.clear()
+            self._audio.clear()
+            self._wake.set()
+            self._on_overflow()
+            return
+        self._control.append((payload.decode(), len(payload)))
         self._wake.set()
 
     def audio(self, pcm: bytes) -> None:
@@ -63,7 +80,9 @@ class Outbound:
     async def run(self) -> None:
         while True:
             if self._control:
-                await self._send_text(self._control.popleft())
+                text, size = self._control.popleft()
+                self._control_bytes -= size
+                await self._send_text(text)
                 self.sent_events += 1
             elif self._audio:
                 await self._send_bytes(self._audio.popleft())

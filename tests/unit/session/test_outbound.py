@@ -1,0 +1,125 @@
+"""The per-client writer: control first, audio dropped first, a non-reading client cut off."""
+
+from __future__ import annotations
+
+import asyncio
+
+from gateway.session import Outbound
+
+
+class Wire:
+    """A client socket whose writes block until ``open`` is set (a slow or stalled client)."""
+
+    def __init__(self, *, open_: bool = True) -> None:
+        self.frames: list[str | bytes] = []
+        self.open = asyncio.Event()
+        if open_:
+            self.open.set()
+
+    async def text(self, data: str) -> None:
+        await self.open.wait()
+        self.frames.append(data)
+
+    async def binary(self, data: bytes) -> None:
+        await self.open.wait()
+        self.frames.append(data)
+
+
+async def test_control_events_overtake_queued_audio() -> None:
+    wire = Wire(open_=False)
+    out = Outbound(wire.text, wire.binary, max_audio_frames=10)
+    writer = asyncio.create_task(out.run())
+    out.audio(b"a1")
+    out.audio(b"a2")
+    out.event(b'{"type":"x"}')
+    out.close()
+    wire.open.set()
+    await asyncio.wait_for(writer, 1)
+    # a1 may already be in flight when the event arrives; the event still beats a2.
+    assert wire.frames.index('{"type":"x"}') < wire.frames.index(b"a2")
+    assert out.sent_events == 1
+    assert out.sent_audio == 2
+
+
+async def test_a_full_audio_queue_drops_the_oldest_frames_and_counts_them() -> None:
+    dropped: list[int] = []
+    wire = Wire(open_=False)
+    out = Outbound(
+        wire.text, wire.binary, max_audio_frames=3, on_audio_dropped=lambda: dropped.append(1)
+    )
+    for i in range(6):
+        out.audio(bytes([i]))
+    out.close()
+    wire.open.set()
+    await asyncio.wait_for(out.run(), 1)
+    assert wire.frames == [bytes([3]), bytes([4]), bytes([5])]
+    assert out.dropped_audio == len(dropped) == 3
+
+
+async def test_discard_audio_keeps_control_events() -> None:
+    wire = Wire()
+    out = Outbound(wire.text, wire.binary, max_audio_frames=10)
+    out.audio(b"speech")
+    out.event(b'{"type":"speech.started"}')
+    out.discard_audio()
+    out.close()
+    await asyncio.wait_for(out.run(), 1)
+    assert wire.frames == ['{"type":"speech.started"}']
+
+
+async def test_close_flushes_what_was_queued_and_refuses_more() -> None:
+    wire = Wire()
+    out = Outbound(wire.text, wire.binary, max_audio_frames=10)
+    out.event(b'{"type":"session.ended"}')
+    out.close()
+    out.event(b'{"type":"late"}')
+    out.audio(b"late")
+    await asyncio.wait_for(out.run(), 1)
+    assert wire.frames == ['{"type":"session.ended"}']
+
+
+async def test_a_client_that_never_reads_is_cut_off_once() -> None:
+    cut: list[int] = []
+    wire = Wire(open_=False)
+    out = Outbound(
+        wire.text,
+        wire.binary,
+        max_audio_frames=10,
+        max_control_bytes=100,
+        on_overflow=lambda: cut.append(1),
+    )
+    writer = asyncio.create_task(out.run())
+    for _ in range(20):
+        out.event(b'{"type":"transcript.delta","delta":"word"}')
+    assert out.overflowed
+    assert cut == [1]
+    writer.cancel()
+
+
+async def test_bytes_are_counted_not_characters() -> None:
+    cut: list[int] = []
+    wire = Wire(open_=False)
+    out = Outbound(
+        wire.text,
+        wire.binary,
+        max_audio_frames=1,
+        max_control_bytes=10,
+        on_overflow=lambda: cut.append(1),
+    )
+    out.event("ééééé".encode())  # 10 bytes, 5 characters: at the limit, not over
+    assert not out.overflowed
+    out.event(b"x")
+    assert out.overflowed
+
+
+async def test_sent_events_free_their_share_of_the_limit() -> None:
+    wire = Wire()
+    out = Outbound(wire.text, wire.binary, max_audio_frames=1, max_control_bytes=50)
+    writer = asyncio.create_task(out.run())
+    for _ in range(20):
+        out.event(b'{"type":"pong","id":1}')  # 22 bytes each, 440 in all
+        await asyncio.sleep(0)  # let the writer send it
+    out.close()
+    await asyncio.wait_for(writer, 1)
+    assert not out.overflowed
+    assert out.sent_events == 20
