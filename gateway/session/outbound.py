@@ -2,9 +2,15 @@
 
 A slow client must never block the upstream reader, so producers only enqueue (no await); one
 writer task drains control first, then audio. When the audio queue is full the oldest frame is
-dropped and counted; control events are never dropped. A client so slow that its control
-events pile past ``max_control_bytes`` is not reading at all: the queue is cut off and
-``on_overflow`` is called (the server closes that socket; the session can still be resumed).
+dropped and counted; control events are never dropped.
+
+Two events must not overtake audio, because the protocol orders them after it: a response's
+``response.done`` follows its audio, and ``session.ended`` is the last thing sent. They are
+queued with ``after_audio=True`` and travel in the audio lane, in order, but are never dropped.
+
+A client so slow that its events pile past ``max_control_bytes`` is not reading at all: the
+queues are cut off and ``on_overflow`` is called (the server drops that connection; the session
+can still be resumed).
 """
 
 from __future__ import annotations
@@ -14,6 +20,16 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 
 __all__ = ["Outbound"]
+
+
+class _Ordered:
+    """A text event queued behind the audio that precedes it."""
+
+    __slots__ = ("size", "text")
+
+    def __init__(self, text: str, size: int) -> None:
+        self.text = text
+        self.size = size
 
 
 class Outbound:
@@ -30,7 +46,8 @@ class Outbound:
         self._send_text = send_text
         self._send_bytes = send_bytes
         self._control: deque[tuple[str, int]] = deque()
-        self._audio: deque[bytes] = deque()
+        self._lane: deque[bytes | _Ordered] = deque()  # audio frames and ordered events
+        self._audio_frames = 0
         self._max_audio = max_audio_frames
         self._on_dropped = on_audio_dropped
         self._max_control_bytes = max_control_bytes
@@ -43,34 +60,34 @@ class Outbound:
         self.sent_events = 0
         self.sent_audio = 0
 
-    def event(self, payload: bytes) -> None:
+    def event(self, payload: bytes, *, after_audio: bool = False) -> None:
         if self._closed:
             return
         self._control_bytes += len(payload)
         if self._control_bytes > self._max_control_bytes:
-            self.overflowed = True
-            self._closed = True
-            self._control.clear()
-            self._audio.clear()
-            self._wake.set()
-            self._on_overflow()
+            self._overflow()
             return
-        self._control.append((payload.decode(), len(payload)))
+        text = payload.decode()
+        if after_audio and self._lane:
+            self._lane.append(_Ordered(text, len(payload)))
+        else:
+            self._control.append((text, len(payload)))
         self._wake.set()
 
     def audio(self, pcm: bytes) -> None:
         if self._closed:
             return
-        if len(self._audio) >= self._max_audio:
-            self._audio.popleft()
-            self.dropped_audio += 1
-            self._on_dropped()
-        self._audio.append(pcm)
+        if self._audio_frames >= self._max_audio:
+            self._drop_oldest_frame()
+        self._lane.append(pcm)
+        self._audio_frames += 1
         self._wake.set()
 
     def discard_audio(self) -> None:
         """Barge-in: queued speech of the interrupted response must not reach the client."""
-        self._audio.clear()
+        kept = [item for item in self._lane if isinstance(item, _Ordered)]
+        self._lane = deque(kept)
+        self._audio_frames = 0
 
     def close(self) -> None:
         """Stop accepting; ``run`` returns once what was queued is written."""
@@ -84,11 +101,36 @@ class Outbound:
                 self._control_bytes -= size
                 await self._send_text(text)
                 self.sent_events += 1
-            elif self._audio:
-                await self._send_bytes(self._audio.popleft())
-                self.sent_audio += 1
+            elif self._lane:
+                item = self._lane.popleft()
+                if isinstance(item, _Ordered):
+                    self._control_bytes -= item.size
+                    await self._send_text(item.text)
+                    self.sent_events += 1
+                else:
+                    self._audio_frames -= 1
+                    await self._send_bytes(item)
+                    self.sent_audio += 1
             elif self._closed:
                 return
             else:
                 self._wake.clear()
                 await self._wake.wait()
+
+    def _drop_oldest_frame(self) -> None:
+        for index, item in enumerate(self._lane):
+            if not isinstance(item, _Ordered):
+                del self._lane[index]
+                self._audio_frames -= 1
+                self.dropped_audio += 1
+                self._on_dropped()
+                return
+
+    def _overflow(self) -> None:
+        self.overflowed = True
+        self._closed = True
+        self._control.clear()
+        self._lane.clear()
+        self._audio_frames = 0
+        self._wake.set()
+        self._on_overflow()

@@ -16,7 +16,7 @@ from typing import Literal
 
 import structlog
 
-from gateway.audio import StreamResampler
+from gateway.audio import StreamResampler, is_speech
 from gateway.clock import Clock
 from gateway.observability import Metrics
 from gateway.orchestrator import (
@@ -228,7 +228,9 @@ class Session:
 
     def emit(self, event: ServerEvent) -> None:
         if self.outbound is not None:
-            self.outbound.event(encode(event))
+            # A response's end follows its audio; session.ended is the very last frame.
+            ordered = isinstance(event, ResponseDone | SessionEnded)
+            self.outbound.event(encode(event), after_audio=ordered)
             self.metrics.text_out.inc()
 
     def error(self, code: ErrorCode, message: str, event_id: str | None = None) -> None:
@@ -280,6 +282,10 @@ class Session:
         if self.mode != "voice":
             self.error(ErrorCode.INVALID_EVENT, "audio is accepted in voice mode only", event_id)
             return
+        if self.intents.pending_messages and is_speech(pcm):
+            # The user starts talking. A whole utterance in one burst may be answered inside
+            # send_audio, before the upstream reports speech, so queued messages go first.
+            await self._deliver_pending_messages()
         assert self._up_in is not None
         resampled = self._up_in.process(pcm)
         if resampled:
@@ -287,6 +293,9 @@ class Session:
 
     async def _start_user_turn(self, text: str) -> None:
         self.turn.start(text)
+        await self._deliver_pending_messages()
+
+    async def _deliver_pending_messages(self) -> None:
         # SET_PENDING_MESSAGE: given to the model at the start of the next user turn, not before.
         for message in self.intents.take_pending_messages():
             await self.transport.add_context(message)

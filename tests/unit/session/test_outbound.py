@@ -123,3 +123,46 @@ async def test_sent_events_free_their_share_of_the_limit() -> None:
     await asyncio.wait_for(writer, 1)
     assert not out.overflowed
     assert out.sent_events == 20
+
+
+async def test_response_done_and_session_ended_wait_for_the_audio_before_them() -> None:
+    wire = Wire(open_=False)
+    out = Outbound(wire.text, wire.binary, max_audio_frames=10)
+    out.audio(b"a1")
+    out.audio(b"a2")
+    out.event(b"done", after_audio=True)
+    out.event(b"delta")  # an ordinary event still goes first
+    out.event(b"ended", after_audio=True)
+    out.close()
+    wire.open.set()
+    await asyncio.wait_for(out.run(), 1)
+    assert wire.frames == ["delta", b"a1", b"a2", "done", "ended"]
+
+
+async def test_ordered_events_are_never_dropped_with_audio() -> None:
+    wire = Wire(open_=False)
+    out = Outbound(wire.text, wire.binary, max_audio_frames=2)
+    out.audio(b"a1")
+    out.event(b"done", after_audio=True)
+    out.audio(b"a2")
+    out.audio(b"a3")  # full: a1 goes, the event stays
+    out.discard_audio()  # barge-in: audio goes, the event stays
+    out.audio(b"a4")
+    out.close()
+    wire.open.set()
+    await asyncio.wait_for(out.run(), 1)
+    assert wire.frames == ["done", b"a4"]
+    assert out.dropped_audio == 1
+
+
+async def test_an_ordered_event_keeps_its_place_behind_an_earlier_one() -> None:
+    wire = Wire(open_=False)
+    out = Outbound(wire.text, wire.binary, max_audio_frames=1)
+    out.audio(b"a1")
+    out.event(b"done", after_audio=True)
+    out.discard_audio()  # the lane now holds only "done"
+    out.event(b"ended", after_audio=True)
+    out.close()
+    wire.open.set()
+    await asyncio.wait_for(out.run(), 1)
+    assert wire.frames == ["done", "ended"]
