@@ -41,6 +41,9 @@ __all__ = ["GatewayServer"]
 
 _log = structlog.get_logger("server")
 
+# Bytes the WebSocket transport accepts beyond the protocol's frame limits (see above).
+TRANSPORT_HEADROOM = 64 * 1024
+
 
 def _json_error(status: int, code: str, message: str) -> web.Response:
     return web.json_response({"error": {"code": code, "message": message}}, status=status)
@@ -148,7 +151,11 @@ class GatewayServer:
         if isinstance(user, str):
             return _json_error(401, "unauthorized", user)
         limit = max(self.settings.max_text_frame, self.settings.max_binary_frame)
-        ws = web.WebSocketResponse(max_msg_size=limit + 1, compress=False, heartbeat=30)
+        # Headroom over our own limits, so an oversized frame gets a payload_too_large error;
+        # a frame beyond it is refused by the transport (close 1009).
+        ws = web.WebSocketResponse(
+            max_msg_size=limit + TRANSPORT_HEADROOM, compress=False, heartbeat=30
+        )
         await ws.prepare(request)
         transport = request.transport
 
@@ -182,7 +189,8 @@ class GatewayServer:
             except (TimeoutError, ConnectionError):
                 writer.cancel()
             if not ws.closed:
-                await ws.close(code=1000)
+                failed = session is not None and session.end_reason is EndReason.ERROR
+                await ws.close(code=1011 if failed else 1000)
         return ws
 
     def _send(self, outbound: Outbound, event: Any) -> None:
@@ -268,6 +276,7 @@ class GatewayServer:
                 return
             binary = msg.type == WSMsgType.BINARY
             (self.metrics.binary_in if binary else self.metrics.text_in).inc()
+            event: Any = None
             try:
                 event = self._decode(msg)
                 await session.on_client_event(event)
@@ -275,7 +284,11 @@ class GatewayServer:
                 session.emit(ErrorEvent.from_error(exc))
             except Exception:
                 _log.exception("client_event_failed", session_id=session.session_id)
-                session.error(ErrorCode.INTERNAL, "internal error handling that event")
+                session.error(
+                    ErrorCode.INTERNAL,
+                    "internal error handling that event",
+                    getattr(event, "event_id", None),
+                )
             if session.ended.is_set():
                 return
 

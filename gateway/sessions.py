@@ -71,7 +71,7 @@ class SessionManager:
     store: SessionStore
     sessions: dict[str, Session] = field(default_factory=dict)
     # Per session: its upstream reader and timers, which outlive a client socket.
-    _loops: dict[str, tuple[asyncio.Task[None], ...]] = field(default_factory=dict)
+    _loops: dict[str, tuple[asyncio.Task[None], asyncio.Task[None]]] = field(default_factory=dict)
     # Parked (socket lost) sessions: the task that ends them when the resume window passes.
     _parked: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _none_left: asyncio.Event = field(default_factory=asyncio.Event)
@@ -152,11 +152,12 @@ class SessionManager:
             await asyncio.wait_for(transport.connect(config), timeout=15)
         except (TransportError, TimeoutError, OSError) as exc:
             message = str(exc) or "the upstream did not answer"
+            retryable = exc.retryable if isinstance(exc, TransportError) else True
             raise StartRefused(
                 ErrorEvent(
                     code=ErrorCode.UPSTREAM_UNAVAILABLE,
                     message=f"cannot open the {setup.provider} upstream: {message}",
-                    retryable=True,
+                    retryable=retryable,
                     fatal=True,
                     event_id=event_id,
                 ),
@@ -296,7 +297,8 @@ class SessionManager:
         except TimeoutError:
             await session.end(EndReason.CLIENT, "the client did not come back in time")
         self._parked.pop(session.session_id, None)
-        await self.store.drop(session.session_id)
+        # Only our own record: another node may have resumed and parked the session since.
+        await self.store.drop(session.session_id, record.token_hash)
         await self.forget(session)
 
     # -- end -------------------------------------------------------------------------------------
@@ -307,10 +309,12 @@ class SessionManager:
             self.metrics.active_sessions.dec()
         if not self.sessions:
             self._none_left.set()
-        loops = [t for t in self._loops.pop(session.session_id, ()) if not t.done()]
-        if loops:
-            # Give the loops a moment to see the end (the upstream is closing), then stop them.
-            _, pending = await asyncio.wait(loops, timeout=1.0)
+        upstream, timers = self._loops.pop(session.session_id, (None, None))
+        if timers is not None:
+            timers.cancel()
+        if upstream is not None and not upstream.done():
+            # Give the reader a moment to see the end (the upstream is closing), then stop it.
+            _, pending = await asyncio.wait([upstream], timeout=1.0)
             for task in pending:
                 task.cancel()
 

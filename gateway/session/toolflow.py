@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -67,9 +68,12 @@ class ToolFlow:
 
     async def handle_batch(self, event: ToolCallsRequested) -> None:
         s = self._s
+        # Expiry always goes through one path (client, audit and model told) before decisions,
+        # at the same instant the decisions use.
+        now = s.clock.now()
+        await self.expire_due(now)
         s.turn.begin_round()
         policy = s.call_policy()
-        now = s.clock.now()
         executions: list[Execute] = []
         outcomes: dict[str, CallOutcome] = {}
         opened: list[PendingConfirmation] = []
@@ -107,7 +111,14 @@ class ToolFlow:
                 self._started(call, decision.args)
                 executions.append(decision)
         if executions:
-            ran = await s.runner.run_batch([e.call for e in executions], s.caller())
+            ran = await s.runner.run_batch(
+                [e.call for e in executions],
+                s.caller(),
+                decisions=[
+                    AuditDecision.EXECUTED if e.confirmation is None else AuditDecision.CONFIRMED
+                    for e in executions
+                ],
+            )
             for execution, outcome in zip(executions, ran, strict=True):
                 outcomes[execution.call.call_id] = outcome
                 if outcome.cancelled:
@@ -135,12 +146,13 @@ class ToolFlow:
         """A client's answer; returns the error to send the client, or None when handled."""
         s = self._s
         now = s.clock.now()
+        await self.expire_due(now)
         found = s.book.lookup(confirmation_id, now)
         if found.result is LookupResult.NOT_FOUND:
             return ErrorCode.CONFIRMATION_NOT_FOUND, f"no open confirmation {confirmation_id}"
         if found.result is LookupResult.EXPIRED:
             if found.pending is not None:
-                self._expired(found.pending)
+                await self._expire(found.pending)
             return ErrorCode.CONFIRMATION_EXPIRED, f"confirmation {confirmation_id} expired"
         pending = found.pending
         assert pending is not None
@@ -183,13 +195,9 @@ class ToolFlow:
         )
         return None
 
-    async def expire_due(self) -> None:
-        for pending in self._s.book.expire_due(self._s.clock.now()):
-            self._expired(pending)
-            await self._s.transport.add_context(
-                f"Confirmation {pending.confirmation_id} for {pending.tool_id} expired; "
-                "nothing was done."
-            )
+    async def expire_due(self, now: datetime | None = None) -> None:
+        for pending in self._s.book.expire_due(now or self._s.clock.now()):
+            await self._expire(pending)
 
     # -- events to the client ----------------------------------------------------------------
 
@@ -230,7 +238,8 @@ class ToolFlow:
             )
         )
 
-    def _expired(self, pending: PendingConfirmation) -> None:
+    async def _expire(self, pending: PendingConfirmation) -> None:
+        """Closed by expiry: audited, the client gets ``confirmation.resolved``, the model told."""
         s = self._s
         s.metrics.confirmations.labels("expired").inc()
         s.runner.refuse(
@@ -243,6 +252,10 @@ class ToolFlow:
             arguments=pending.args,
         )
         self._resolved(pending, ConfirmationOutcome.EXPIRED, None)
+        await s.transport.add_context(
+            f"Confirmation {pending.confirmation_id} for {pending.tool_id} expired; "
+            "nothing was done."
+        )
 
     def _apply_intents(self, outcome: CallOutcome) -> None:
         if outcome.ok and outcome.response.intents:

@@ -59,6 +59,7 @@ class SessionStore(Protocol):
         """
         ...
 
-    async def drop(self, session_id: str) -> None:
-        """Forget the record (the session ended for good)."""
+    async def drop(self, session_id: str, token_hash: str) -> None:
+        """Forget the record if it is still the one parked with ``token_hash`` (the session
+        ended for good here; a newer park, on another node, stays)."""
         ...

@@ -34,8 +34,10 @@ class MemoryStore:
         del self._records[session_id]
         return record
 
-    async def drop(self, session_id: str) -> None:
-        self._records.pop(session_id, None)
+    async def drop(self, session_id: str, token_hash: str) -> None:
+        entry = self._records.get(session_id)
+        if entry is not None and hmac.compare_digest(entry[0].token_hash, token_hash):
+            del self._records[session_id]
 
     def _purge(self) -> None:
         now = self._clock.monotonic()

@@ -103,11 +103,18 @@ class ToolRunner:
         future.set_result(outcome)
         return outcome
 
-    async def run_batch(self, calls: Sequence[ToolCall], caller: Caller) -> list[CallOutcome]:
+    async def run_batch(
+        self,
+        calls: Sequence[ToolCall],
+        caller: Caller,
+        *,
+        decisions: Sequence[AuditDecision] | None = None,
+    ) -> list[CallOutcome]:
         """Run a batch concurrently; a call waits for the calls its tool ``dependsOn``.
 
         One failure never blocks the others: a dependent call runs after its dependencies
         finish, whatever their outcome. Outcomes come back in the order of ``calls``.
+        ``decisions`` (one per call; default executed) is what the audit records.
         """
         tasks: list[asyncio.Task[CallOutcome]] = []
         for index, call in enumerate(calls):
@@ -116,7 +123,8 @@ class ToolRunner:
             waits_for = [
                 tasks[j] for j in range(index) if calls[j].tool_id in depends and j != index
             ]
-            tasks.append(asyncio.create_task(self._run_after(waits_for, call, caller)))
+            decision = decisions[index] if decisions is not None else AuditDecision.EXECUTED
+            tasks.append(asyncio.create_task(self._run_after(waits_for, call, caller, decision)))
         try:
             return list(await asyncio.gather(*tasks))
         except BaseException:
@@ -178,11 +186,15 @@ class ToolRunner:
             self._calls.popitem(last=False)
 
     async def _run_after(
-        self, waits_for: list[asyncio.Task[CallOutcome]], call: ToolCall, caller: Caller
+        self,
+        waits_for: list[asyncio.Task[CallOutcome]],
+        call: ToolCall,
+        caller: Caller,
+        decision: AuditDecision,
     ) -> CallOutcome:
         if waits_for:
             await asyncio.wait(waits_for)
-        return await self.run(call, caller)
+        return await self.run(call, caller, decision=decision)
 
     async def _run_once(
         self, call: ToolCall, caller: Caller, decision: AuditDecision

@@ -55,7 +55,7 @@ async def gateway_factory(full_registry: Registry, tmp_path: Path) -> AsyncItera
             audit=audit,
             clock=clock,
             cache=ResultCache(clock),
-            store=store or MemoryStore(clock),
+            store=store if store is not None else MemoryStore(clock),
         )
         server = GatewayServer(
             settings=settings, registry=registry or full_registry, metrics=metrics, manager=manager

@@ -83,9 +83,11 @@ def test_park_replaces_and_drop_forgets() -> None:
     run(store.park(record(token="old"), 30))
     run(store.park(record(token="new"), 30))
     assert run(store.claim("sess_1", hash_token("old"), "alice")) is None
-    run(store.drop("sess_1"))
+    run(store.drop("sess_1", hash_token("old")))  # a stale drop leaves the newer park
+    assert len(store) == 1
+    run(store.drop("sess_1", hash_token("new")))
     assert run(store.claim("sess_1", hash_token("new"), "alice")) is None
-    run(store.drop("never-parked"))  # no error
+    run(store.drop("never-parked", hash_token("x")))  # no error
 
 
 def test_tokens_are_kept_hashed() -> None:
