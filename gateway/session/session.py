@@ -227,6 +227,8 @@ class Session:
         )
 
     def emit(self, event: ServerEvent) -> None:
+        if self.ended.is_set() and not isinstance(event, SessionEnded):
+            return  # session.ended is the last event; late upstream events are dropped
         if self.outbound is not None:
             # A response's end follows its audio; session.ended is the very last frame.
             ordered = isinstance(event, ResponseDone | SessionEnded)
@@ -331,9 +333,9 @@ class Session:
     async def run_upstream(self) -> None:
         try:
             async for event in self.transport.events():
-                await self._on_upstream(event)
                 if self.ended.is_set():
                     return
+                await self._on_upstream(event)
         except Exception:
             self._log.exception("upstream_reader_crashed")
             await self.end(EndReason.ERROR, "internal error while reading the upstream")
@@ -350,7 +352,7 @@ class Session:
             assert self._up_out is not None
             pcm = self._up_out.process(event.pcm)
             r.audio_ms += len(event.pcm) / 2 / self.transport.capabilities.output_rate * 1000
-            if pcm and self.outbound is not None:
+            if pcm and self.outbound is not None and not self.ended.is_set():
                 self.outbound.audio(pcm)
                 self.metrics.audio_out.inc()
         elif isinstance(event, up.ResponseStarted):
@@ -415,7 +417,7 @@ class Session:
         finally:
             self._batches.pop(event.response_id, None)
             held = self._held_done.pop(event.response_id, None)
-            if held is not None:
+            if held is not None and not self.ended.is_set():
                 await self._response_done(held)
 
     async def _barge_in(self) -> None:

@@ -178,7 +178,7 @@ class Gateway:
     audit: MemoryAuditSink
     settings: Settings
     metrics: Metrics
-    _http: aiohttp.ClientSession
+    http: aiohttp.ClientSession
     clients: list[Client] = field(default_factory=list)
 
     @asynccontextmanager
@@ -191,7 +191,7 @@ class Gateway:
         query: str = "",
     ) -> AsyncIterator[Client]:
         all_headers = {"Authorization": f"Bearer {token(sub, roles)}", **(headers or {})}
-        ws = await self._http.ws_connect(
+        ws = await self.http.ws_connect(
             f"{self.url}/v1/session{query}", headers=all_headers, max_msg_size=0
         )
         client = Client(ws)
