@@ -6,16 +6,21 @@ import argparse
 import sys
 from pathlib import Path
 
-from bench import registry_bench
+from bench import gateway_bench, registry_bench
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/bench")
-    parser.add_argument("target", choices=["registry"], help="what to measure")
+    parser.add_argument("target", choices=["registry", "gateway"], help="what to measure")
     parser.add_argument("--out", type=Path, default=Path("build/bench"))
+    parser.add_argument(
+        "--registry", type=Path, default=Path("build/tool_registry.json"), help="for gateway"
+    )
     args = parser.parse_args(argv)
     if args.target == "registry":
         return registry_bench.main(args.out)
+    if args.target == "gateway":
+        return gateway_bench.main(args.registry, args.out)
     return 2
 
 
