@@ -28,15 +28,12 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from gateway.app import make_transport
+from gateway.app import build_server
 from gateway.audio import silence, tone
 from gateway.clock import SystemClock
 from gateway.config import Settings
-from gateway.observability import Metrics, configure_logging
+from gateway.observability import configure_logging
 from gateway.registry import load_registry
-from gateway.server import GatewayServer
-from gateway.sessions import SessionManager
-from gateway.store import MemoryStore
 from gateway.toolrun import Caller, MemoryAuditSink, ResultCache, ToolCall, ToolRunner
 from transports.base import ToolResult, UpstreamConfig
 from transports.events import ResponseDone, ToolCallsRequested, UpstreamEvent
@@ -71,20 +68,7 @@ async def _start_gateway(registry_path: Path, data_dir: Path) -> tuple[str, web.
         client_events_burst=10_000,
         log_level="error",
     )
-    registry = load_registry(registry_path)
-    clock = SystemClock()
-    metrics = Metrics()
-    manager = SessionManager(
-        settings=settings,
-        registry=registry,
-        transports=make_transport,
-        metrics=metrics,
-        audit=MemoryAuditSink(),
-        clock=clock,
-        cache=ResultCache(clock),
-        store=MemoryStore(clock),
-    )
-    server = GatewayServer(settings=settings, registry=registry, metrics=metrics, manager=manager)
+    server = build_server(settings, audit=MemoryAuditSink())
     runner = web.AppRunner(server.app(), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

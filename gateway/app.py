@@ -15,11 +15,11 @@ from aiohttp import web
 from gateway.clock import SystemClock
 from gateway.config import Settings, is_loopback
 from gateway.observability import Metrics, configure_logging
-from gateway.registry import load_registry
+from gateway.registry import Registry, load_registry
 from gateway.server import GatewayServer
-from gateway.sessions import SessionManager
-from gateway.store import MemoryStore
-from gateway.toolrun import ResultCache, StructlogAuditSink
+from gateway.sessions import SessionManager, TransportFactory
+from gateway.store import MemoryStore, SessionStore
+from gateway.toolrun import AuditSink, ResultCache, StructlogAuditSink
 from transports.base import Transport, TransportError
 
 __all__ = ["build_server", "make_transport", "run"]
@@ -40,20 +40,28 @@ def make_transport(provider: str, settings: Settings) -> Transport:
     raise TransportError(f"provider '{provider}' is not available in this build", retryable=False)
 
 
-def build_server(settings: Settings) -> GatewayServer:
-    registry = load_registry(settings.registry_path())
+def build_server(
+    settings: Settings,
+    *,
+    registry: Registry | None = None,
+    transports: TransportFactory = make_transport,
+    audit: AuditSink | None = None,
+    store: SessionStore | None = None,
+) -> GatewayServer:
+    """The whole gateway; tests and benchmarks swap in their registry, transports, sinks."""
+    registry = registry if registry is not None else load_registry(settings.registry_path())
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     clock = SystemClock()
     metrics = Metrics()
     manager = SessionManager(
         settings=settings,
         registry=registry,
-        transports=make_transport,
+        transports=transports,
         metrics=metrics,
-        audit=StructlogAuditSink(),
+        audit=audit if audit is not None else StructlogAuditSink(),
         clock=clock,
         cache=ResultCache(clock),
-        store=MemoryStore(clock),
+        store=store if store is not None else MemoryStore(clock),
     )
     return GatewayServer(settings=settings, registry=registry, metrics=metrics, manager=manager)
 

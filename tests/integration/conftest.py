@@ -11,15 +11,12 @@ import pytest
 from aiohttp import web
 from harness import SECRET, Gateway, GatewayFactory
 
-from gateway.app import make_transport
-from gateway.clock import SystemClock
+from gateway.app import build_server, make_transport
 from gateway.config import Settings
-from gateway.observability import Metrics
 from gateway.registry import Registry
-from gateway.server import GatewayServer
-from gateway.sessions import SessionManager, TransportFactory
+from gateway.sessions import TransportFactory
 from gateway.store import MemoryStore
-from gateway.toolrun import MemoryAuditSink, ResultCache
+from gateway.toolrun import MemoryAuditSink
 
 
 @pytest.fixture
@@ -43,23 +40,15 @@ async def gateway_factory(full_registry: Registry, tmp_path: Path) -> AsyncItera
             **overrides,
         }
         settings = Settings(**options)
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        clock = SystemClock()
-        metrics = Metrics()
         audit = MemoryAuditSink()
-        manager = SessionManager(
-            settings=settings,
+        server = build_server(
+            settings,
             registry=registry or full_registry,
             transports=transports,
-            metrics=metrics,
             audit=audit,
-            clock=clock,
-            cache=ResultCache(clock),
-            store=store if store is not None else MemoryStore(clock),
+            store=store,
         )
-        server = GatewayServer(
-            settings=settings, registry=registry or full_registry, metrics=metrics, manager=manager
-        )
+        manager, metrics = server.manager, server.metrics
         runner = web.AppRunner(server.app())
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)

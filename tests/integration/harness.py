@@ -153,6 +153,38 @@ def _current_response(seen: list[dict[str, Any]]) -> str:
     return ""
 
 
+def model_results(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """Parse the local model's ``Tool results: NAME=<json>; NAME=<json>`` reply."""
+    prefix = "Tool results: "
+    assert text.startswith(prefix), text
+    rest = text[len(prefix) :]
+    decoder = json.JSONDecoder()
+    out: list[tuple[str, dict[str, Any]]] = []
+    index = 0
+    while index < len(rest):
+        equals = rest.index("=", index)
+        name = rest[index:equals]
+        envelope, index = decoder.raw_decode(rest, equals + 1)
+        out.append((name, envelope))
+        if rest.startswith("; ", index):
+            index += 2
+        else:
+            assert index == len(rest), rest[index:]
+    return out
+
+
+def timeline_index(timeline: list[tuple[str, Any]], type_: str, **match: Any) -> int:
+    """Where the first event of ``type_`` matching ``match`` sits in a client's timeline."""
+    for i, (kind, item) in enumerate(timeline):
+        if (
+            kind == "event"
+            and item["type"] == type_
+            and all(item.get(k) == v for k, v in match.items())
+        ):
+            return i
+    raise AssertionError(f"no {type_} {match} in the timeline")
+
+
 class ConnectionClosed(Exception):
     def __init__(self, code: int | None) -> None:
         super().__init__(f"closed with {code}")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Client, Gateway, GatewayFactory, first, types
+from harness import Client, Gateway, GatewayFactory, first, model_results, types
 
 from gateway.registry import Registry, load_registry
 from registry_build import build_registry
@@ -32,26 +32,6 @@ CARE = {"patient_id": "pat_1042", "note": "please log that she ate well", "sever
 
 
 # -- helpers -------------------------------------------------------------------------------------
-
-
-def model_results(text: str) -> list[tuple[str, dict[str, Any]]]:
-    """Parse the local model's ``Tool results: NAME=<json>; NAME=<json>`` reply."""
-    prefix = "Tool results: "
-    assert text.startswith(prefix), text
-    rest = text[len(prefix) :]
-    decoder = json.JSONDecoder()
-    out: list[tuple[str, dict[str, Any]]] = []
-    index = 0
-    while index < len(rest):
-        equals = rest.index("=", index)
-        name = rest[index:equals]
-        envelope, index = decoder.raw_decode(rest, equals + 1)
-        out.append((name, envelope))
-        if rest.startswith("; ", index):
-            index += 2
-        else:
-            assert index == len(rest), rest[index:]
-    return out
 
 
 def only_result(events: list[dict[str, Any]], name: str) -> dict[str, Any]:

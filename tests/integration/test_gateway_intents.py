@@ -13,7 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Client, Gateway, GatewayFactory, first, pcm_silence, pcm_tone, types
+from harness import (
+    Client,
+    Gateway,
+    GatewayFactory,
+    first,
+    pcm_silence,
+    pcm_tone,
+    timeline_index,
+    types,
+)
 
 from gateway.registry import Registry, load_registry
 from registry_build import build_registry
@@ -48,21 +57,10 @@ def _envelope(reply_text: str, name: str) -> dict[str, Any]:
     return envelope
 
 
-def _index(timeline: list[tuple[str, Any]], type_: str, **match: Any) -> int:
-    for i, (kind, item) in enumerate(timeline):
-        if (
-            kind == "event"
-            and item["type"] == type_
-            and all(item.get(k) == v for k, v in match.items())
-        ):
-            return i
-    raise AssertionError(f"no {type_} {match} in the timeline")
-
-
 def _response_audio(client: Client, response_id: str) -> list[bytes]:
     timeline = client.timeline
-    start = _index(timeline, "response.started", response_id=response_id)
-    done = _index(timeline, "response.done", response_id=response_id)
+    start = timeline_index(timeline, "response.started", response_id=response_id)
+    done = timeline_index(timeline, "response.done", response_id=response_id)
     return [item for kind, item in timeline[start + 1 : done] if kind == "audio"]
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from harness import Client, Gateway, GatewayFactory
+from harness import Client, Gateway, GatewayFactory, model_results
 
 from gateway.registry import Registry, load_registry
 from registry_build import build_registry
@@ -37,26 +37,6 @@ CALENDAR_ARGS = '{"title":"Dentist","start":"2026-12-01T10:00:00+01:00"}'
 
 
 # -- helpers -------------------------------------------------------------------------------------
-
-
-def model_results(text: str) -> list[tuple[str, dict[str, Any]]]:
-    """Parse the local model's ``Tool results: NAME=<json>; NAME=<json>`` reply."""
-    prefix = "Tool results: "
-    assert text.startswith(prefix), text
-    rest = text[len(prefix) :]
-    decoder = json.JSONDecoder()
-    out: list[tuple[str, dict[str, Any]]] = []
-    index = 0
-    while index < len(rest):
-        equals = rest.index("=", index)
-        name = rest[index:equals]
-        envelope, index = decoder.raw_decode(rest, equals + 1)
-        out.append((name, envelope))
-        if rest.startswith("; ", index):
-            index += 2
-        else:
-            assert index == len(rest), rest[index:]
-    return out
 
 
 @dataclass

@@ -19,6 +19,7 @@ from harness import (
     first,
     pcm_silence,
     pcm_tone,
+    timeline_index,
     types,
 )
 
@@ -41,21 +42,10 @@ async def _send_append(client: Client, pcm: bytes, rate: int) -> None:
         await client.send("audio.append", audio=b64(chunk), event_id=f"a{n}")
 
 
-def _index(timeline: list[tuple[str, Any]], type_: str, **match: Any) -> int:
-    for i, (kind, item) in enumerate(timeline):
-        if (
-            kind == "event"
-            and item["type"] == type_
-            and all(item.get(k) == v for k, v in match.items())
-        ):
-            return i
-    raise AssertionError(f"no {type_} {match} in the timeline")
-
-
 def _response_span(timeline: list[tuple[str, Any]], response_id: str) -> tuple[int, int]:
     return (
-        _index(timeline, "response.started", response_id=response_id),
-        _index(timeline, "response.done", response_id=response_id),
+        timeline_index(timeline, "response.started", response_id=response_id),
+        timeline_index(timeline, "response.done", response_id=response_id),
     )
 
 
@@ -274,9 +264,9 @@ async def test_barge_in_interrupts_the_spoken_response(gateway_factory: GatewayF
         assert (reply["status"], reply["text"]) == ("completed", "You said: audio:100ms")
 
         timeline = client.timeline
-        speech = _index(timeline, "speech.started")
-        assert speech < _index(timeline, "response.done", response_id=rid)
-        next_start = _index(timeline, "response.started", response_id=reply["response_id"])
+        speech = timeline_index(timeline, "speech.started")
+        assert speech < timeline_index(timeline, "response.done", response_id=rid)
+        next_start = timeline_index(timeline, "response.started", response_id=reply["response_id"])
         assert _audio_between(timeline, speech, next_start) == [], "audio after speech.started"
         _assert_speech(_check_response_order(client, reply["response_id"]), 24000, 3)
         assert "error" not in types(client.events)
