@@ -68,7 +68,10 @@ def build_server(
 
 async def serve(settings: Settings) -> None:
     server = build_server(settings)
-    runner = web.AppRunner(server.app(), handle_signals=False, access_log=None)
+    # Sessions are ended by drain(); what is left (sockets that never started) gets little time.
+    runner = web.AppRunner(
+        server.app(), handle_signals=False, access_log=None, shutdown_timeout=2.0
+    )
     await runner.setup()
     site = web.TCPSite(runner, settings.host, settings.port)
     await site.start()

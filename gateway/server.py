@@ -43,6 +43,8 @@ _log = structlog.get_logger("server")
 
 # Bytes the WebSocket transport accepts beyond the protocol's frame limits (see above).
 TRANSPORT_HEADROOM = 64 * 1024
+# Past this many remembered client addresses, the quiet ones are forgotten.
+RECENT_PEERS_PRUNE_AT = 4096
 
 
 def _json_error(status: int, code: str, message: str) -> web.Response:
@@ -134,6 +136,10 @@ class GatewayServer:
         now = time.monotonic()
         while window and now - window[0] > 60:
             window.popleft()
+        if len(self._recent) > RECENT_PEERS_PRUNE_AT:  # forget addresses quiet for a minute
+            for key in [k for k, w in self._recent.items() if not w or now - w[-1] > 60]:
+                del self._recent[key]
+            window = self._recent.setdefault(peer, window)
         if len(window) >= self.settings.connections_per_minute:
             return _json_error(429, "rate_limited", "too many connections; slow down")
         if len(self.manager.sessions) >= self.settings.max_sessions:
@@ -176,21 +182,27 @@ class GatewayServer:
         )
         writer = asyncio.create_task(outbound.run())
         session: Session | None = None
+        close_code = 1000
         try:
-            session = await self._await_start(ws, outbound, user)
-            if session is not None:
-                await self._serve(ws, session)
+            started = await self._await_start(ws, outbound, user)
+            if isinstance(started, Session):
+                session = started
+                await self._serve(ws, session, outbound)
+            else:
+                close_code = started
         finally:
-            if session is not None and not session.ended.is_set():
+            # Park unless the session ended or another socket has taken it over.
+            if session is not None and not session.ended.is_set() and session.outbound is outbound:
                 self.manager.park(session)
             outbound.close()
             try:
                 await asyncio.wait_for(writer, timeout=5)
             except (TimeoutError, ConnectionError):
                 writer.cancel()
+            if session is not None and session.end_reason is EndReason.ERROR:
+                close_code = 1011
             if not ws.closed:
-                failed = session is not None and session.end_reason is EndReason.ERROR
-                await ws.close(code=1011 if failed else 1000)
+                await ws.close(code=close_code)
         return ws
 
     def _send(self, outbound: Outbound, event: Any) -> None:
@@ -198,7 +210,8 @@ class GatewayServer:
 
     async def _await_start(
         self, ws: web.WebSocketResponse, outbound: Outbound, user: SessionUser
-    ) -> Session | None:
+    ) -> Session | int:
+        """The started session, or the close code for a connection that ends before one."""
         deadline = time.monotonic() + self.settings.session_start_timeout_s
         while True:
             remaining = deadline - time.monotonic()
@@ -214,12 +227,9 @@ class GatewayServer:
                         fatal=True,
                     ),
                 )
-                outbound.close()
-                await asyncio.sleep(0)
-                await ws.close(code=1008)
-                return None
+                return 1008
             if msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
-                return None
+                return 1000
             try:
                 event = self._decode(msg)
             except ProtocolError as exc:
@@ -235,13 +245,26 @@ class GatewayServer:
                     if refused.ended is not None:
                         self._send(outbound, refused.ended)
                     if refused.fatal:
-                        return None
+                        return 1000
                     continue  # the client may send another session.start
+                except Exception:
+                    _log.exception("session_start_failed")
+                    self._send(
+                        outbound,
+                        ErrorEvent(
+                            code=ErrorCode.INTERNAL,
+                            message="internal error while starting the session",
+                            fatal=True,
+                            event_id=event.event_id,
+                        ),
+                    )
+                    self._send(outbound, SessionEnded(reason=EndReason.ERROR))
+                    return 1011
             if isinstance(event, Ping):
                 self._send(outbound, Pong(id=event.id))
             elif isinstance(event, SessionEnd):
                 self._send(outbound, SessionEnded(reason=EndReason.CLIENT))
-                return None
+                return 1000
             else:
                 self._send(
                     outbound,
@@ -259,14 +282,15 @@ class GatewayServer:
             return decode_binary(msg.data, max_bytes=self.settings.max_binary_frame)
         raise ProtocolError(ErrorCode.INVALID_EVENT, "unsupported frame type")
 
-    async def _serve(self, ws: web.WebSocketResponse, session: Session) -> None:
+    async def _serve(self, ws: web.WebSocketResponse, session: Session, outbound: Outbound) -> None:
         reader = asyncio.create_task(self._read(ws, session))
         ended = asyncio.create_task(session.ended.wait())
+        released = asyncio.create_task(outbound.released.wait())
         try:
-            await asyncio.wait([reader, ended], return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait([reader, ended, released], return_when=asyncio.FIRST_COMPLETED)
         finally:
-            ended.cancel()
-            reader.cancel()
+            for task in (reader, ended, released):
+                task.cancel()
         if session.ended.is_set():
             await self.manager.forget(session)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,6 +45,9 @@ _log = structlog.get_logger("sessions")
 
 TransportFactory = Callable[[str, Settings], Transport]
 
+# How often a session's timers look at idle time, duration and confirmation expiry.
+TIMER_TICK_S = 0.25
+
 
 class StartRefused(ClientError):
     """``session.start`` (or a resume) cannot be honoured; ``event`` tells the client why."""
@@ -75,11 +79,22 @@ class SessionManager:
     # Parked (socket lost) sessions: the task that ends them when the resume window passes.
     _parked: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _none_left: asyncio.Event = field(default_factory=asyncio.Event)
+    draining: bool = False
 
     # -- start -----------------------------------------------------------------------------------
 
     async def start(self, start: SessionStart, user: SessionUser, outbound: Outbound) -> Session:
         """A new session, announced to the client; raises ``StartRefused``."""
+        self._refuse_while_draining(start)
+        if len(self.sessions) >= self.settings.max_sessions:
+            raise StartRefused(
+                ErrorEvent(
+                    code=ErrorCode.RATE_LIMITED,
+                    message="the gateway is at its session limit; try again shortly",
+                    retryable=True,
+                    event_id=start.event_id,
+                )
+            )
         self._check_tools(start, user)
         provider = start.provider.value if start.provider else self.settings.provider
         setup = SessionSnapshot(
@@ -95,7 +110,12 @@ class SessionManager:
         )
         session_id = f"sess_{secrets.token_hex(12)}"
         session = await self._open(session_id, setup, user, outbound, start.event_id)
-        self._announce(session, resumed=False)
+        try:
+            self._announce(session, resumed=False)
+        except Exception:
+            await session.end(EndReason.ERROR, "internal error while starting")
+            await self.forget(session)
+            raise
         return session
 
     def _check_tools(self, start: SessionStart, user: SessionUser) -> None:
@@ -151,6 +171,9 @@ class SessionManager:
             )
             await asyncio.wait_for(transport.connect(config), timeout=15)
         except (TransportError, TimeoutError, OSError) as exc:
+            if transport is not None:
+                with contextlib.suppress(Exception):
+                    await transport.close()
             message = str(exc) or "the upstream did not answer"
             retryable = exc.retryable if isinstance(exc, TransportError) else True
             raise StartRefused(
@@ -244,27 +267,21 @@ class SessionManager:
     # -- resume ----------------------------------------------------------------------------------
 
     async def resume(self, start: SessionStart, user: SessionUser, outbound: Outbound) -> Session:
-        """Reattach a parked session; raises ``StartRefused`` (``resume_failed``)."""
+        """Reattach a session; raises ``StartRefused`` (``resume_failed``).
+
+        A parked session is claimed from the store. A session still attached to a socket that
+        looks alive (a half-open connection after a network switch) is taken over when the
+        current token matches: the old socket is let go.
+        """
         assert start.resume is not None
+        self._refuse_while_draining(start)
         session_id = start.resume.session_id
-        record = await self.store.claim(
-            session_id, hash_token(start.resume.resume_token), user.user_id
-        )
-        session: Session | None = None
-        if record is not None:
-            holder = self._parked.pop(session_id, None)
-            if holder is not None:
-                holder.cancel()
-                session = self.sessions.get(session_id)
-                if session is not None and session.ended.is_set():
-                    session = None
-                if session is not None:
-                    session.attach(outbound)
-            else:
-                # Parked by another node (shared store): reopen the upstream from the snapshot.
-                session = await self._open(
-                    session_id, record.snapshot, user, outbound, start.event_id
-                )
+        token_hash = hash_token(start.resume.resume_token)
+        session = self._take_over(session_id, token_hash, user)
+        if session is None:
+            record = await self.store.claim(session_id, token_hash, user.user_id)
+            if record is not None:
+                session = await self._reattach(record, user, outbound, start.event_id)
         if session is None:
             raise StartRefused(
                 ErrorEvent(
@@ -274,9 +291,49 @@ class SessionManager:
                     event_id=start.event_id,
                 )
             )
+        session.user = user  # the new token's roles and tenant apply from now on
+        session.attach(outbound)
         self.metrics.resumes.inc()
         self._announce(session, resumed=True)
         return session
+
+    def _take_over(self, session_id: str, token_hash: str, user: SessionUser) -> Session | None:
+        session = self.sessions.get(session_id)
+        if (
+            session is None
+            or session_id in self._parked
+            or session.ended.is_set()
+            or session.user.user_id != user.user_id
+            or not session.resume_token_hash
+            or not hmac.compare_digest(session.resume_token_hash, token_hash)
+        ):
+            return None
+        previous = session.outbound
+        session.detach()
+        if previous is not None:
+            previous.close()  # the old socket's handler stops and lets that socket go
+        return session
+
+    async def _reattach(
+        self, record: ResumeRecord, user: SessionUser, outbound: Outbound, event_id: str | None
+    ) -> Session | None:
+        session_id = record.session_id
+        holder = self._parked.get(session_id)
+        local = self.sessions.get(session_id)
+        if holder is not None and local is not None:
+            if local.ended.is_set() or local.resume_token_hash != record.token_hash:
+                return None  # ended meanwhile, or a stale record; the holder cleans up
+            del self._parked[session_id]
+            holder.cancel()
+            return local
+        if local is not None:
+            return None  # this node still runs it attached elsewhere: not ours to duplicate
+        # Parked by another node (shared store): reopen the upstream from the snapshot.
+        try:
+            return await self._open(session_id, record.snapshot, user, outbound, event_id)
+        except StartRefused:
+            await self.store.park(record, self.settings.resume_window_s)  # keep it resumable
+            raise
 
     def park(self, session: Session) -> None:
         """The client's socket dropped: keep the session for the resume window, then end it."""
@@ -291,52 +348,92 @@ class SessionManager:
 
     async def _hold(self, session: Session, record: ResumeRecord) -> None:
         window = self.settings.resume_window_s
-        await self.store.park(record, window)
+        resumed = False
         try:
-            await asyncio.wait_for(session.ended.wait(), timeout=window)
-        except TimeoutError:
-            await session.end(EndReason.CLIENT, "the client did not come back in time")
-        self._parked.pop(session.session_id, None)
-        # Only our own record: another node may have resumed and parked the session since.
-        await self.store.drop(session.session_id, record.token_hash)
-        await self.forget(session)
+            await self.store.park(record, window)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(session.ended.wait(), timeout=window)
+            if not session.ended.is_set():
+                await session.end(EndReason.CLIENT, "the client did not come back in time")
+        except asyncio.CancelledError:
+            resumed = not session.ended.is_set()
+            if not resumed:
+                raise
+        except Exception:
+            _log.exception("parked_session_failed", session_id=session.session_id)
+            await session.end(EndReason.ERROR, "internal error while parked")
+        finally:
+            if not resumed:
+                if self._parked.get(session.session_id) is asyncio.current_task():
+                    del self._parked[session.session_id]
+                # Only our own record: another node may have resumed and parked it since.
+                with contextlib.suppress(Exception):
+                    await self.store.drop(session.session_id, record.token_hash)
+                await self.forget(session)
 
     # -- end -------------------------------------------------------------------------------------
 
     async def forget(self, session: Session) -> None:
-        """The session has ended: unregister it and stop its loops."""
-        if self.sessions.pop(session.session_id, None) is not None:
-            self.metrics.active_sessions.dec()
+        """The session has ended: unregister it (this object only) and stop its loops once its
+        upstream has closed."""
+        if self.sessions.get(session.session_id) is not session:
+            return
+        del self.sessions[session.session_id]
+        self.metrics.active_sessions.dec()
         if not self.sessions:
             self._none_left.set()
-        upstream, timers = self._loops.pop(session.session_id, (None, None))
-        if timers is not None:
-            timers.cancel()
-        if upstream is not None and not upstream.done():
-            # Give the reader a moment to see the end (the upstream is closing), then stop it.
-            _, pending = await asyncio.wait([upstream], timeout=1.0)
-            for task in pending:
+        await session.closed()
+        current = asyncio.current_task()
+        for task in self._loops.pop(session.session_id, ()):
+            if task is not current and not task.done():
                 task.cancel()
 
     async def _timers(self, session: Session) -> None:
         while not session.ended.is_set():
-            await asyncio.sleep(0.25)
-            await session.tools.expire_due()
-            if session.idle_for() > self.settings.idle_timeout_s:
-                await session.end(EndReason.IDLE_TIMEOUT)
-            elif session.age() > self.settings.max_duration_s:
-                await session.end(EndReason.MAX_DURATION)
+            await asyncio.sleep(TIMER_TICK_S)
+            try:
+                await session.tools.expire_due()
+                if session.idle_for() > self.settings.idle_timeout_s:
+                    await session.end(EndReason.IDLE_TIMEOUT)
+                elif session.age() > self.settings.max_duration_s:
+                    await session.end(EndReason.MAX_DURATION)
+            except Exception:
+                _log.exception("session_timer_failed", session_id=session.session_id)
+
+    def _refuse_while_draining(self, start: SessionStart) -> None:
+        if self.draining:
+            raise StartRefused(
+                ErrorEvent(
+                    code=ErrorCode.UPSTREAM_UNAVAILABLE,
+                    message="the gateway is shutting down; connect again to another node",
+                    retryable=True,
+                    fatal=True,
+                    event_id=start.event_id,
+                ),
+                ended=SessionEnded(reason=EndReason.SHUTDOWN, detail="the gateway is draining"),
+            )
 
     async def drain(self) -> None:
-        """After the grace period (sooner if every session is gone) end the rest with reason
-        ``shutdown``, then wait briefly for their sockets to close."""
+        """Refuse new sessions; after the grace period (sooner if every attached session is
+        gone) end the rest with reason ``shutdown``, all at once, and wait for their sockets."""
+        self.draining = True
+        grace = min(self.settings.drain_grace_s, 10)
+        deadline = asyncio.get_running_loop().time() + grace
+        # Parked sessions cannot come back while draining: no reason to wait for them.
+        while any(s.outbound is not None for s in self.sessions.values()):
+            self._none_left.clear()
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._none_left.wait(), min(remaining, TIMER_TICK_S))
+        ending = [
+            session.end(EndReason.SHUTDOWN, "the gateway is shutting down")
+            for session in list(self.sessions.values())
+        ]
+        await asyncio.gather(*ending, return_exceptions=True)
         if self.sessions:
             self._none_left.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._none_left.wait(), min(self.settings.drain_grace_s, 10))
-        for session in list(self.sessions.values()):
-            await session.end(EndReason.SHUTDOWN, "the gateway is shutting down")
-        if self.sessions:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._none_left.wait(), 3)
 

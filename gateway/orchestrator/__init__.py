@@ -13,6 +13,7 @@ from gateway.orchestrator.decide import (
     count_execution,
     decide_call,
     has_explicit_intent,
+    redacted,
 )
 from gateway.orchestrator.intents import IntentState
 from gateway.orchestrator.turns import TurnState
@@ -30,4 +31,5 @@ __all__ = [
     "count_execution",
     "decide_call",
     "has_explicit_intent",
+    "redacted",
 ]

@@ -44,6 +44,7 @@ __all__ = [
     "count_execution",
     "decide_call",
     "has_explicit_intent",
+    "redacted",
 ]
 
 
@@ -97,8 +98,18 @@ def _first_sentence(text: str) -> str:
     return (match.group(1) if match else flat).rstrip(".")
 
 
+def redacted(spec: ToolSpec | None, args: dict[str, Any] | None) -> dict[str, Any]:
+    """Arguments as people may see them: the tool's ``secretArguments`` replaced."""
+    shown = dict(args or {})
+    for name in spec.secret_arguments if spec else ():
+        if name in shown:
+            shown[name] = "[redacted]"
+    return shown
+
+
 def _prompt(spec: ToolSpec, args: dict[str, Any]) -> str:
-    shown = ", ".join(f"{k}: {v}" for k, v in sorted(args.items())) or "no arguments"
+    visible = redacted(spec, args)
+    shown = ", ".join(f"{k}: {v}" for k, v in sorted(visible.items())) or "no arguments"
     action = _first_sentence(spec.summary) if spec.summary else ""
     does = f" It will {action[:1].lower()}{action[1:]}." if action else ""
     where = " Approve it on your device." if spec.sensitivity == "critical" else ""

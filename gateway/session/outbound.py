@@ -56,6 +56,8 @@ class Outbound:
         self.overflowed = False
         self._wake = asyncio.Event()
         self._closed = False
+        # Set once closed: the socket's handler stops reading (e.g. another socket took over).
+        self.released = asyncio.Event()
         self.dropped_audio = 0
         self.sent_events = 0
         self.sent_audio = 0
@@ -92,6 +94,7 @@ class Outbound:
     def close(self) -> None:
         """Stop accepting; ``run`` returns once what was queued is written."""
         self._closed = True
+        self.released.set()
         self._wake.set()
 
     async def run(self) -> None:
@@ -129,6 +132,7 @@ class Outbound:
     def _overflow(self) -> None:
         self.overflowed = True
         self._closed = True
+        self.released.set()
         self._control.clear()
         self._lane.clear()
         self._audio_frames = 0

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Literal
+from typing import Any, Literal
 
 import structlog
 
@@ -74,6 +74,7 @@ _log = structlog.get_logger("session")
 
 # Conversation items kept for a resume on another node (replayed to a new upstream).
 HISTORY_ITEMS = 200
+UPSTREAM_CLOSE_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +147,7 @@ class Session:
         self._batches: dict[str, asyncio.Task[None]] = {}
         # response id → milliseconds the client says it played (audio.playback).
         self._played: dict[str, int] = {}
+        self._closing: asyncio.Task[None] | None = None
         self._control_events = TokenBucket(client_events_per_s, client_events_burst)
         self._log = _log.bind(session_id=session_id, user_id=user.user_id)
         self.restore(setup)
@@ -266,7 +268,10 @@ class Session:
         elif isinstance(event, AudioClear):
             await self.transport.clear_audio()
         elif isinstance(event, AudioPlayback):
-            self._played[event.response_id] = event.played_ms
+            # Only the response being played counts (truncation needs no other): a client cannot
+            # grow this with made-up ids.
+            if self._response is not None and event.response_id == self._response.response_id:
+                self._played[event.response_id] = event.played_ms
         elif isinstance(event, ResponseCancel):
             await self.transport.cancel_response()
         elif isinstance(event, ConfirmationRespond):
@@ -310,6 +315,18 @@ class Session:
         )
         if problem is not None:
             self.error(*problem, event.event_id)
+
+    def track(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run tool work beside the readers; cancelled when the session ends."""
+        task = asyncio.create_task(self._logged(work))
+        self._tool_tasks.add(task)
+        task.add_done_callback(self._tool_tasks.discard)
+
+    async def _logged(self, work: Coroutine[Any, Any, None]) -> None:
+        try:
+            await work
+        except Exception:
+            self._log.exception("tool_work_failed")
 
     async def _update(self, event: SessionUpdate) -> None:
         mode = None if event.mode is None else event.mode.value
@@ -421,16 +438,20 @@ class Session:
                 await self._response_done(held)
 
     async def _barge_in(self) -> None:
+        r = self._response
+        interrupt = r is not None and not r.interrupted
+        if interrupt:
+            # Before any await: none of the interrupted speech may follow speech.started.
+            assert r is not None
+            r.interrupted = True
+            if self.outbound is not None:
+                self.outbound.discard_audio()
+            if self._up_out is not None:
+                self._up_out.reset()
         self.emit(SpeechStarted())
         await self._start_user_turn("")
-        r = self._response
-        if r is None or r.interrupted:
+        if r is None or not interrupt:
             return
-        r.interrupted = True
-        if self.outbound is not None:
-            self.outbound.discard_audio()
-        if self._up_out is not None:
-            self._up_out.reset()
         if self.transport.capabilities.truncation:
             heard = self._played.get(r.response_id, int(r.audio_ms))
             await self.transport.truncate(r.response_id, min(heard, int(r.audio_ms)))
@@ -483,12 +504,24 @@ class Session:
         self.emit(SessionEnded(reason=reason, detail=detail))
         self.runner.cancel_all()
         for task in list(self._tool_tasks):
-            task.cancel()
+            if task is not asyncio.current_task():
+                task.cancel()
+        # The close runs in its own task: whoever called end() may be cancelled, the upstream
+        # (a billed provider socket) still gets closed.
+        self._closing = asyncio.create_task(self._close_upstream(reason))
+        await asyncio.shield(self._closing)
+
+    async def _close_upstream(self, reason: EndReason) -> None:
         try:
-            await self.transport.close()
+            await asyncio.wait_for(self.transport.close(), UPSTREAM_CLOSE_TIMEOUT_S)
         except Exception:
             self._log.warning("upstream_close_failed")
         self._log.info("session_ended", reason=reason.value)
+
+    async def closed(self) -> None:
+        """Wait until an ended session's upstream is closed."""
+        if self._closing is not None:
+            await asyncio.shield(self._closing)
 
     def idle_for(self) -> float:
         return self.clock.monotonic() - self.last_activity

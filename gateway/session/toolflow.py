@@ -22,6 +22,7 @@ from gateway.orchestrator import (
     Refuse,
     count_execution,
     decide_call,
+    redacted,
 )
 from gateway.protocol import (
     ConfirmationOutcome,
@@ -186,6 +187,13 @@ class ToolFlow:
             count_execution(spec, s.turn)
         s.runner.forget(pending.call_id)
         self._started(call, args)
+        # The tool may run for seconds: the client's reader goes on (its later events are not
+        # held up); the result follows as tool.finished and confirmation.resolved.
+        s.track(self._run_approved(pending, call))
+        return None
+
+    async def _run_approved(self, pending: PendingConfirmation, call: ToolCall) -> None:
+        s = self._s
         outcome = await s.runner.run(call, s.caller(), decision=AuditDecision.CONFIRMED)
         s.emit(tool_finished_event(outcome))
         self._apply_intents(outcome)
@@ -193,7 +201,6 @@ class ToolFlow:
         await s.transport.send_late_result(
             ToolResult(pending.call_id, pending.tool_id, outcome.envelope)
         )
-        return None
 
     async def expire_due(self, now: datetime | None = None) -> None:
         for pending in self._s.book.expire_due(now or self._s.clock.now()):
@@ -202,11 +209,7 @@ class ToolFlow:
     # -- events to the client ----------------------------------------------------------------
 
     def _started(self, call: ToolCall, args: dict[str, Any] | None) -> None:
-        spec = self._s.registry.get(call.tool_id)
-        shown = dict(args or {})
-        for field in spec.secret_arguments if spec else ():
-            if field in shown:
-                shown[field] = "[redacted]"
+        shown = redacted(self._s.registry.get(call.tool_id), args)
         self._s.emit(ToolStarted(call_id=call.call_id, name=call.tool_id, arguments=shown))
 
     def _requested(self, pending: PendingConfirmation) -> None:
@@ -216,7 +219,7 @@ class ToolFlow:
                 call_id=pending.call_id,
                 tool=pending.tool_id,
                 prompt=pending.prompt,
-                parameters=pending.args,
+                parameters=redacted(self._s.registry.get(pending.tool_id), pending.args),
                 sensitivity=pending.sensitivity,
                 expires_at=pending.expires_at,
             )

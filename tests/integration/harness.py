@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +24,8 @@ from gateway.observability import Metrics
 from gateway.server import GatewayServer
 from gateway.sessions import SessionManager
 from gateway.toolrun import MemoryAuditSink
+from transports.base import Mode, ToolResult, Transport, UpstreamConfig
+from transports.events import UpstreamEvent
 
 SECRET = "integration-secret-0123456789abcdef"
 TIMEOUT_S = 5.0
@@ -151,6 +153,54 @@ def _current_response(seen: list[dict[str, Any]]) -> str:
         if event["type"] == "response.started":
             return str(event["response_id"])
     return ""
+
+
+class DelegatingTransport:
+    """A ``Transport`` that forwards everything to a real one; subclasses change one thing."""
+
+    def __init__(self, inner: Transport) -> None:
+        self.inner = inner
+        self.capabilities = inner.capabilities
+
+    async def connect(self, config: UpstreamConfig) -> None:
+        await self.inner.connect(config)
+        self.capabilities = self.inner.capabilities
+
+    def events(self) -> AsyncIterator[UpstreamEvent]:
+        return self.inner.events()
+
+    async def send_audio(self, pcm: bytes) -> None:
+        await self.inner.send_audio(pcm)
+
+    async def commit_audio(self) -> None:
+        await self.inner.commit_audio()
+
+    async def clear_audio(self) -> None:
+        await self.inner.clear_audio()
+
+    async def send_text(self, text: str) -> None:
+        await self.inner.send_text(text)
+
+    async def add_context(self, text: str) -> None:
+        await self.inner.add_context(text)
+
+    async def send_tool_results(self, results: Sequence[ToolResult]) -> None:
+        await self.inner.send_tool_results(results)
+
+    async def send_late_result(self, result: ToolResult) -> None:
+        await self.inner.send_late_result(result)
+
+    async def cancel_response(self) -> None:
+        await self.inner.cancel_response()
+
+    async def truncate(self, response_id: str, played_ms: int) -> None:
+        await self.inner.truncate(response_id, played_ms)
+
+    async def update(self, *, mode: Mode | None = None, instructions: str | None = None) -> None:
+        await self.inner.update(mode=mode, instructions=instructions)
+
+    async def close(self) -> None:
+        await self.inner.close()
 
 
 def model_results(text: str) -> list[tuple[str, dict[str, Any]]]:

@@ -7,7 +7,7 @@ import asyncio
 import dataclasses
 import json
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -16,6 +16,7 @@ import pytest
 from harness import (
     SECRET,
     Client,
+    DelegatingTransport,
     Gateway,
     GatewayFactory,
     b64,
@@ -26,7 +27,7 @@ from harness import (
 from gateway.app import make_transport
 from gateway.config import Settings
 from gateway.server import TRANSPORT_HEADROOM
-from transports.base import Mode, ToolResult, Transport, UpstreamConfig
+from transports.base import Transport, UpstreamConfig
 from transports.events import UpstreamEvent
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -76,54 +77,6 @@ def sized_frame(size: int, type_: str = "ping") -> str:
     frame = head + "x" * (size - len(head) - len(tail)) + tail
     assert len(frame.encode()) == size
     return frame
-
-
-class DelegatingTransport:
-    """A ``Transport`` that forwards everything to a real one; subclasses change one thing."""
-
-    def __init__(self, inner: Transport) -> None:
-        self.inner = inner
-        self.capabilities = inner.capabilities
-
-    async def connect(self, config: UpstreamConfig) -> None:
-        await self.inner.connect(config)
-        self.capabilities = self.inner.capabilities
-
-    def events(self) -> AsyncIterator[UpstreamEvent]:
-        return self.inner.events()
-
-    async def send_audio(self, pcm: bytes) -> None:
-        await self.inner.send_audio(pcm)
-
-    async def commit_audio(self) -> None:
-        await self.inner.commit_audio()
-
-    async def clear_audio(self) -> None:
-        await self.inner.clear_audio()
-
-    async def send_text(self, text: str) -> None:
-        await self.inner.send_text(text)
-
-    async def add_context(self, text: str) -> None:
-        await self.inner.add_context(text)
-
-    async def send_tool_results(self, results: Sequence[ToolResult]) -> None:
-        await self.inner.send_tool_results(results)
-
-    async def send_late_result(self, result: ToolResult) -> None:
-        await self.inner.send_late_result(result)
-
-    async def cancel_response(self) -> None:
-        await self.inner.cancel_response()
-
-    async def truncate(self, response_id: str, played_ms: int) -> None:
-        await self.inner.truncate(response_id, played_ms)
-
-    async def update(self, *, mode: Mode | None = None, instructions: str | None = None) -> None:
-        await self.inner.update(mode=mode, instructions=instructions)
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 class TextOnlyTransport(DelegatingTransport):

@@ -219,11 +219,23 @@ async def test_wrong_token_or_other_user_cannot_resume(gateway_factory: GatewayF
     async with gateway.session(sub="alice") as client:
         session_id = client.started["session_id"]
         resume_token = client.started["resume_token"]
-        # While the owner is connected the session is not resumable, even with the token.
-        async with gateway.connect(sub="alice") as thief:
+        # While the owner is connected, another user cannot take the session, even with the
+        # token, nor can anyone with a wrong token.
+        async with gateway.connect(sub="mallory") as thief:
             assert_resume_failed(await resume(thief, session_id, resume_token))
-        await client.say("mine")
-        await drop(client)
+        async with gateway.connect(sub="alice") as thief:
+            assert_resume_failed(await resume(thief, session_id, resume_token + "x"))
+        # The owner coming back on a new socket while the old one still looks open (a network
+        # switch) takes the session over: the old socket is let go.
+        async with gateway.connect(sub="alice") as second:
+            started = await resume(second, session_id, resume_token)
+            assert started["resumed"] is True
+            assert started["session_id"] == session_id
+            assert await client.wait_closed() == 1000
+            resume_token = started["resume_token"]
+            reply = await second.say("mine")
+            assert reply[-1]["text"] == "You said: mine"
+            await drop(second)
     await eventually(lambda: len(store) == 1)
 
     async with gateway.connect(sub="alice") as client:
