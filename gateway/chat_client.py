@@ -102,8 +102,10 @@ def render(event: dict[str, Any], state: ChatState) -> tuple[str, bool]:
         return text, True
     if kind == "error":
         where = f" (event {event['event_id']})" if event.get("event_id") else ""
-        return _lines(f"  [error] {event['code']}: {event['message']}{where}"), bool(
-            event.get("fatal")
+        # The event the user sent is answered by this error, except a model error in the middle
+        # of a response, whose response.done follows.
+        return _lines(f"  [error] {event['code']}: {event['message']}{where}"), (
+            event.get("code") != "upstream_error" or bool(event.get("fatal"))
         )
     if kind == "session.ended":
         detail = f": {event['detail']}" if event.get("detail") else ""
@@ -150,6 +152,7 @@ class _Chat:
     state: ChatState = field(default_factory=ChatState)
     answered: asyncio.Event = field(default_factory=asyncio.Event)
     ended: bool = False
+    end_reason: str | None = None
 
     def print(self, text: str) -> None:
         if text:
@@ -160,19 +163,30 @@ class _Chat:
         async for msg in self.ws:
             if msg.type != aiohttp.WSMsgType.TEXT:
                 continue  # assistant audio is not played by this client
-            event = json.loads(msg.data)
-            text, done = render(event, self.state)
+            try:
+                event = json.loads(msg.data)
+                text, done = render(event, self.state)
+            except (ValueError, KeyError, TypeError, AttributeError):
+                self.print(f"  [chat] unreadable event from the gateway: {msg.data[:200]!r}\n")
+                continue
             self.print(text)
             if event.get("type") == "session.ended":
                 self.ended = True
+                self.end_reason = str(event.get("reason"))
             if done:
                 self.answered.set()
         self.ended = True
         self.answered.set()
 
     async def exchange(self, event: dict[str, Any]) -> None:
+        if self.ended:
+            return
         self.answered.clear()
-        await self.ws.send_str(json.dumps(event))
+        try:
+            await self.ws.send_str(json.dumps(event))
+        except (ConnectionError, aiohttp.ClientError):
+            self.ended = True
+            return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.answered.wait(), ANSWER_TIMEOUT_S)
 
@@ -185,7 +199,7 @@ async def run_chat(
     out: TextIO = sys.stdout,
     mode: str = "text",
 ) -> int:
-    """Chat until end of input or ``/quit``; 0 when the session ended normally."""
+    """Chat until end of input, ``/quit`` or the end of the session; the exit code."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with aiohttp.ClientSession() as http:
         try:
@@ -220,4 +234,5 @@ async def run_chat(
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
-    return 0
+    # 0 when the session ended as sessions should (the user, or an intent); 1 otherwise.
+    return 0 if chat.end_reason in (None, "client", "intent") else 1

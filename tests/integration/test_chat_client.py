@@ -47,6 +47,22 @@ async def test_chat_runs_a_tool_and_a_confirmation(gateway: Gateway) -> None:
     ]
 
 
+async def test_chat_survives_errors_and_a_session_the_server_ends(gateway: Gateway) -> None:
+    out = io.StringIO()
+    code = await run_chat(
+        ws_url(gateway),
+        token("newcomer"),
+        read_line=lines("/approve conf_nope", "/error boom", "/fail", "after the end"),
+        out=out,
+    )
+    text = out.getvalue()
+    assert "  [error] confirmation_not_found: no open confirmation conf_nope" in text
+    assert "  [error] upstream_error: the model reported an error: boom" in text
+    assert "(response failed)" in text
+    assert "session ended (upstream_failed)" in text
+    assert code == 1  # the session did not end the way sessions should
+
+
 async def test_chat_reports_a_refused_connection(gateway: Gateway) -> None:
     out = io.StringIO()
     code = await run_chat(ws_url(gateway), "not-a-jwt", read_line=lines(), out=out)

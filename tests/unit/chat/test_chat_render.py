@@ -95,7 +95,18 @@ def test_errors_and_the_end_are_shown() -> None:
         state,
     )
     assert text == "  [error] invalid_event: text: empty (event e1)\n"
-    assert not done
+    assert done  # the message was refused: nothing more will answer it
+    _, done = render(
+        {
+            "type": "error",
+            "code": "upstream_error",
+            "message": "boom",
+            "retryable": False,
+            "fatal": False,
+        },
+        state,
+    )
+    assert not done  # the failed response's response.done follows
     text, done = render({"type": "session.ended", "reason": "intent"}, state)
     assert text == "session ended (intent)\n"
     assert done
