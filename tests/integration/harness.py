@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -21,9 +23,12 @@ import jwt
 
 from gateway.config import Settings
 from gateway.observability import Metrics
+from gateway.registry import Registry, load_registry
 from gateway.server import GatewayServer
 from gateway.sessions import SessionManager
 from gateway.toolrun import MemoryAuditSink
+from registry_build import build_registry
+from registry_build.build import serialize_artifact
 from transports.base import Mode, ToolResult, Transport, UpstreamConfig
 from transports.events import UpstreamEvent
 
@@ -201,6 +206,24 @@ class DelegatingTransport:
 
     async def close(self) -> None:
         await self.inner.close()
+
+
+RUNNER_TOOLS = Path(__file__).resolve().parents[1] / "fixtures" / "runner_tools"
+
+
+def registry_with_variant(root: Path, source: str, tool_id: str, **changes: Any) -> Registry:
+    """The runner fixture tools plus a copy of ``source`` named ``tool_id`` whose schema.json
+    has ``changes`` (e.g. ``requiresConfirmation=True``), built and loaded under ``root``."""
+    folder = root / tool_id
+    shutil.copytree(RUNNER_TOOLS / source, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    schema = json.loads((folder / "schema.json").read_text())
+    schema.update(toolId=tool_id, **changes)
+    (folder / "schema.json").write_text(json.dumps(schema))
+    result = build_registry([RUNNER_TOOLS, root])
+    assert result.artifact is not None, [str(e) for e in result.errors]
+    out = root / "registry.json"
+    out.write_bytes(serialize_artifact(result.artifact))
+    return load_registry(out)
 
 
 def model_results(text: str) -> list[tuple[str, dict[str, Any]]]:

@@ -8,7 +8,6 @@ files (``calendar.sqlite``, ``care.sqlite``) under the gateway's data directory.
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 import time
 from datetime import UTC, datetime
@@ -16,14 +15,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Client, Gateway, GatewayFactory, first, model_results, types
+from harness import (
+    Client,
+    Gateway,
+    GatewayFactory,
+    first,
+    model_results,
+    registry_with_variant,
+    types,
+)
 
-from gateway.registry import Registry, load_registry
-from registry_build import build_registry
-from registry_build.build import serialize_artifact
+from gateway.registry import Registry
 
 REPO = Path(__file__).resolve().parents[2]
-RUNNER_TOOLS = REPO / "tests" / "fixtures" / "runner_tools"
 
 EVENT = {"title": "Dentist", "start": "2026-12-01T10:00:00+01:00", "attendees": ["Bob"]}
 # What the gateway validated and binds the confirmation to: the schema's defaults filled in.
@@ -483,16 +487,7 @@ async def test_an_id_works_once(gateway: Gateway) -> None:
 def confirmed_lookup_registry(tmp_path_factory: pytest.TempPathFactory) -> Registry:
     """The runner fixtures plus ``confirmed_lookup``: a retrieval tool that needs confirmation."""
     root = tmp_path_factory.mktemp("confirmed_tools")
-    folder = root / "confirmed_lookup"
-    shutil.copytree(RUNNER_TOOLS / "sleepy", folder, ignore=shutil.ignore_patterns("__pycache__"))
-    schema = json.loads((folder / "schema.json").read_text())
-    schema.update(toolId="confirmed_lookup", requiresConfirmation=True)
-    (folder / "schema.json").write_text(json.dumps(schema))
-    result = build_registry([RUNNER_TOOLS, root])
-    assert result.artifact is not None, [str(e) for e in result.errors]
-    out = root / "registry.json"
-    out.write_bytes(serialize_artifact(result.artifact))
-    return load_registry(out)
+    return registry_with_variant(root, "sleepy", "confirmed_lookup", requiresConfirmation=True)
 
 
 async def test_approved_retrieval_call_spends_the_retrieval_budget(

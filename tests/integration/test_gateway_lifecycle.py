@@ -3,22 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import shutil
-from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from harness import DelegatingTransport, GatewayFactory
+from harness import DelegatingTransport, GatewayFactory, registry_with_variant
 
 from gateway.app import make_transport
 from gateway.config import Settings
-from gateway.registry import Registry, load_registry
-from registry_build import build_registry
-from registry_build.build import serialize_artifact
+from gateway.registry import Registry
 from transports.base import Transport
-
-RUNNER_TOOLS = Path(__file__).resolve().parents[1] / "fixtures" / "runner_tools"
 
 
 class SlowCloseTransport(DelegatingTransport):
@@ -95,16 +88,7 @@ async def test_drain_does_not_wait_for_parked_sessions(gateway_factory: GatewayF
 def slow_confirmed_registry(tmp_path_factory: pytest.TempPathFactory) -> Registry:
     """The runner fixtures plus ``slow_confirmed``: sleepy, but it needs confirmation."""
     root = tmp_path_factory.mktemp("slow_confirmed")
-    folder = root / "slow_confirmed"
-    shutil.copytree(RUNNER_TOOLS / "sleepy", folder, ignore=shutil.ignore_patterns("__pycache__"))
-    schema = json.loads((folder / "schema.json").read_text())
-    schema.update(toolId="slow_confirmed", requiresConfirmation=True)
-    (folder / "schema.json").write_text(json.dumps(schema))
-    result = build_registry([RUNNER_TOOLS, root])
-    assert result.artifact is not None, [str(e) for e in result.errors]
-    out = root / "registry.json"
-    out.write_bytes(serialize_artifact(result.artifact))
-    return load_registry(out)
+    return registry_with_variant(root, "sleepy", "slow_confirmed", requiresConfirmation=True)
 
 
 async def test_an_approved_slow_tool_does_not_hold_up_the_client(
