@@ -27,8 +27,6 @@ from harness import (
 
 from gateway.registry import Registry
 
-REPO = Path(__file__).resolve().parents[2]
-
 EVENT = {"title": "Dentist", "start": "2026-12-01T10:00:00+01:00", "attendees": ["Bob"]}
 # What the gateway validated and binds the confirmation to: the schema's defaults filled in.
 EVENT_ARGS = {**EVENT, "duration_minutes": 30}
