@@ -155,9 +155,14 @@ class _Chat:
     end_reason: str | None = None
 
     def print(self, text: str) -> None:
-        if text:
+        if not text:
+            return
+        try:
             self.out.write(text)
             self.out.flush()
+        except OSError:  # nobody reads our output any more (a closed pipe): stop chatting
+            self.ended = True
+            self.answered.set()
 
     async def read_events(self) -> None:
         async for msg in self.ws:
