@@ -39,6 +39,7 @@ from gateway.protocol import (
     Mode,
     Ping,
     Pong,
+    ProtocolError,
     ResponseCancel,
     ResponseDone,
     ResponseStarted,
@@ -238,8 +239,8 @@ class Session:
             self.metrics.text_out.inc()
 
     def error(self, code: ErrorCode, message: str, event_id: str | None = None) -> None:
-        retryable = code in (ErrorCode.RATE_LIMITED, ErrorCode.UPSTREAM_UNAVAILABLE)
-        self.emit(ErrorEvent(code=code, message=message, retryable=retryable, event_id=event_id))
+        # ProtocolError owns the per-code retryable/fatal defaults.
+        self.emit(ErrorEvent.from_error(ProtocolError(code, message, event_id=event_id)))
 
     # -- client → gateway --------------------------------------------------------------------
 
@@ -369,7 +370,7 @@ class Session:
             assert self._up_out is not None
             pcm = self._up_out.process(event.pcm)
             r.audio_ms += len(event.pcm) / 2 / self.transport.capabilities.output_rate * 1000
-            if pcm and self.outbound is not None and not self.ended.is_set():
+            if pcm and self.outbound is not None:
                 self.outbound.audio(pcm)
                 self.metrics.audio_out.inc()
         elif isinstance(event, up.ResponseStarted):

@@ -14,7 +14,7 @@ import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -284,7 +284,6 @@ class Gateway:
     settings: Settings
     metrics: Metrics
     http: aiohttp.ClientSession
-    clients: list[Client] = field(default_factory=list)
 
     @asynccontextmanager
     async def connect(
