@@ -37,6 +37,22 @@ def make_transport(provider: str, settings: Settings) -> Transport:
             else LocalBrain()
         )
         return LocalTransport(brain, pace=settings.local_pace)
+    if provider == "openai":
+        from transports.openai_realtime import OpenAIRealtimeTransport, RealtimeOptions
+
+        if settings.openai_api_key is None:
+            raise TransportError("OPENAI_API_KEY is not set on the gateway", retryable=False)
+        return OpenAIRealtimeTransport(
+            RealtimeOptions(
+                api_key=settings.openai_api_key.get_secret_value(),
+                model=settings.openai_model,
+                ws_url=settings.openai_ws_url,
+                base_url=settings.openai_base_url,
+                connect_timeout_s=settings.upstream_connect_timeout_s,
+                reconnect_attempts=settings.upstream_reconnect_attempts,
+                reconnect_initial_s=settings.upstream_reconnect_backoff_s,
+            )
+        )
     raise TransportError(f"provider '{provider}' is not available in this build", retryable=False)
 
 

@@ -81,11 +81,17 @@ class Settings(BaseSettings):
     local_pace: float = 1.0
     local_scenario: Path | None = None
 
-    # Upstreams.
+    # Upstreams: opening one (connect + session setup), and recovering a lost one.
+    upstream_connect_timeout_s: float = Field(default=10.0, gt=0)
+    upstream_reconnect_attempts: int = Field(default=5, ge=0)
+    upstream_reconnect_backoff_s: float = Field(default=0.25, ge=0)
     openai_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("OPENAI_API_KEY", "openai_api_key")
     )
     openai_ws_url: str | None = None
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_BASE_URL", "openai_base_url")
+    )
     openai_model: str = "gpt-realtime"
     gemini_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("GEMINI_API_KEY", "gemini_api_key")

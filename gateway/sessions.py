@@ -157,7 +157,9 @@ class SessionManager:
             transport = self.transports(setup.provider, self.settings)
             config = UpstreamConfig(
                 mode="voice" if setup.mode == "voice" else "text",
-                instructions=_with_tool_list(setup.instructions, visible),
+                instructions=self.registry.model_instructions(
+                    setup.instructions, user.roles, enabled
+                ),
                 tools=[
                     ToolDeclaration(s.tool_id, s.description, s.provider_schemas) for s in visible
                 ],
@@ -169,7 +171,9 @@ class SessionManager:
                 session_id=session_id,
                 history=setup.history,
             )
-            await asyncio.wait_for(transport.connect(config), timeout=15)
+            await asyncio.wait_for(
+                transport.connect(config), timeout=self.settings.upstream_connect_timeout_s + 5
+            )
         except (TransportError, TimeoutError, OSError) as exc:
             if transport is not None:
                 with contextlib.suppress(Exception):
@@ -442,8 +446,3 @@ def _spec(registry: Registry, name: str) -> ToolSpec:
     spec = registry.get(name)
     assert spec is not None
     return spec
-
-
-def _with_tool_list(instructions: str, visible: list[ToolSpec]) -> str:
-    tools = "\n".join(f"- {s.tool_id}: {s.description}" for s in visible)
-    return f"{instructions}\n\nTools you may call:\n{tools}" if tools else instructions

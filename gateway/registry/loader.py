@@ -64,6 +64,15 @@ class Registry:
             if spec.allowed_for(role_set) and (wanted is None or spec.tool_id in wanted)
         ]
 
+    def model_instructions(
+        self, instructions: str, roles: Iterable[str], enabled: Iterable[str] | None = None
+    ) -> str:
+        """The session's instructions plus each visible tool's summary and safety rules."""
+        tools = "\n".join(
+            f"- {s.tool_id}: {s.description}" for s in self.visible_to(roles, enabled)
+        )
+        return f"{instructions}\n\nTools you may call:\n{tools}" if tools else instructions
+
 
 def _import_handler(tool_id: str, version: str, path: Path) -> Handler:
     # A unique module name per version: a reload never clobbers the module an older pinned

@@ -340,9 +340,15 @@ class Session:
             return
         if mode is not None:
             self.mode = mode
+        if event.instructions is not None:
+            self.instructions = event.instructions
         await self.transport.update(
             mode="voice" if mode == "voice" else ("text" if mode else None),
-            instructions=event.instructions,
+            instructions=None
+            if event.instructions is None
+            else self.registry.model_instructions(
+                event.instructions, self.user.roles, self.enabled
+            ),
         )
         self.emit(SessionUpdated(mode=Mode(self.mode)))
 

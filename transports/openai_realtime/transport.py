@@ -1,0 +1,378 @@
+"""``OpenAIRealtimeTransport``: the async shell around ``RealtimeCodec``, on the official SDK.
+
+It connects with ``AsyncOpenAI(...).realtime.connect(model=…)`` and then works on raw frames:
+``recv_bytes`` decoded once with orjson, and ``send_raw`` of frames the codec built (the SDK's
+pydantic parsing is too costly for the audio path). The SDK's own reconnection stays off: it lands
+in a fresh server session with default settings. Instead, when the socket closes (the 60-minute
+cap, a drop, a server fault) this shell reconnects with backoff, sends ``session.update`` again
+and lets the codec replay the conversation and the uplink audio it buffered; the session sees one
+``UpstreamRecovered``, or ``UpstreamFailed`` after the last attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import structlog
+from openai import AsyncOpenAI, OpenAIError
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+
+from transports import events as ev
+from transports.base import (
+    Capabilities,
+    Mode,
+    ToolResult,
+    Transport,
+    TransportError,
+    UpstreamConfig,
+)
+from transports.openai_realtime import wire
+from transports.openai_realtime.codec import RealtimeCodec
+
+if TYPE_CHECKING:
+    from openai.resources.realtime.realtime import AsyncRealtimeConnection
+
+__all__ = ["OpenAIRealtimeTransport", "RealtimeOptions", "backoff_delay"]
+
+_log = structlog.get_logger("upstream.openai")
+
+# Close codes after which a new session is worth opening (the SDK's list, plus 1000: a close we
+# did not ask for still leaves the user mid-conversation).
+RECOVERABLE_CLOSES = frozenset({1000, 1001, 1005, 1006, 1011, 1012, 1013, 1014, 1015})
+
+
+@dataclass(frozen=True, slots=True)
+class RealtimeOptions:
+    api_key: str
+    model: str = wire.DEFAULT_MODEL
+    # The SDK's websocket_base_url (ws://host:port/v1); else base_url (http[s]://host/v1); else
+    # the SDK's default endpoint.
+    ws_url: str | None = None
+    base_url: str | None = None
+    connect_timeout_s: float = 10.0
+    reconnect_attempts: int = 5
+    reconnect_initial_s: float = 0.25
+    reconnect_max_s: float = 4.0
+    # How long the server may take to cancel an interrupted response before we cancel it.
+    cancel_grace_s: float = 0.5
+    transcription_model: str = wire.DEFAULT_TRANSCRIPTION_MODEL
+
+
+def backoff_delay(
+    attempt: int, options: RealtimeOptions, jitter: Callable[[], float] = random.random
+) -> float:
+    """Seconds before reconnect ``attempt`` (1-based): the first at once, then doubling."""
+    if attempt <= 1:
+        return 0.0
+    base = min(options.reconnect_max_s, options.reconnect_initial_s * 2.0 ** (attempt - 2))
+    return base * (0.75 + 0.25 * jitter())
+
+
+class OpenAIRealtimeTransport:
+    capabilities = Capabilities(
+        input_rate=wire.AUDIO_RATE,
+        output_rate=wire.AUDIO_RATE,
+        server_vad=True,
+        truncation=True,
+        resumable=True,
+    )
+
+    def __init__(self, options: RealtimeOptions) -> None:
+        self.options = options
+        self._codec: RealtimeCodec | None = None
+        self._client: AsyncOpenAI | None = None
+        self._conn: AsyncRealtimeConnection | None = None
+        self._model = options.model
+        self._queue: asyncio.Queue[ev.UpstreamEvent | None] = asyncio.Queue()
+        self._reader: asyncio.Task[None] | None = None
+        self._side_tasks: set[asyncio.Task[None]] = set()
+        self._timers: set[asyncio.TimerHandle] = set()
+        self._closing = False
+        self._log = _log
+
+    # -- Transport protocol ------------------------------------------------------------------
+
+    async def connect(self, config: UpstreamConfig) -> None:
+        if self._closing or self._codec is not None:
+            raise TransportError("this OpenAI Realtime transport was already used")
+        self._model = config.model or self.options.model
+        self._log = _log.bind(session_id=config.session_id, model=self._model)
+        self._codec = RealtimeCodec(config, transcription_model=self.options.transcription_model)
+        try:
+            self._client = AsyncOpenAI(
+                api_key=self.options.api_key,
+                base_url=self.options.base_url,
+                websocket_base_url=self.options.ws_url,
+                max_retries=0,
+            )
+        except OpenAIError as exc:
+            raise TransportError(f"OpenAI client: {exc}") from None
+        self._conn = await self._open()
+        self._reader = asyncio.create_task(self._read())
+
+    async def events(self) -> AsyncIterator[ev.UpstreamEvent]:
+        while (event := await self._queue.get()) is not None:
+            yield event
+        self._queue.put_nowait(None)
+
+    async def send_audio(self, pcm: bytes) -> None:
+        codec = self._codec
+        if codec is not None and not self._closing:
+            codec.audio(pcm)
+            if codec.outbox:
+                await self._flush()
+
+    async def commit_audio(self) -> None:
+        await self._do(lambda c: c.commit())
+
+    async def clear_audio(self) -> None:
+        await self._do(lambda c: c.clear())
+
+    async def send_text(self, text: str) -> None:
+        await self._do(lambda c: c.user_text(text))
+
+    async def add_context(self, text: str) -> None:
+        await self._do(lambda c: c.context(text))
+
+    async def send_tool_results(self, results: Sequence[ToolResult]) -> None:
+        await self._do(lambda c: c.tool_results(results))
+
+    async def send_late_result(self, result: ToolResult) -> None:
+        await self._do(lambda c: c.late_result(result))
+
+    async def cancel_response(self) -> None:
+        await self._do(lambda c: c.cancel())
+
+    async def truncate(self, response_id: str, played_ms: int) -> None:
+        await self._do(lambda c: c.truncate(response_id, played_ms))
+
+    async def update(self, *, mode: Mode | None = None, instructions: str | None = None) -> None:
+        await self._do(lambda c: c.update(mode=mode, instructions=instructions))
+
+    async def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        for timer in self._timers:
+            timer.cancel()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await conn.close()
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        for task in list(self._side_tasks):
+            task.cancel()
+        if self._client is not None:
+            await self._client.close()
+        self._queue.put_nowait(None)
+
+    # -- connecting --------------------------------------------------------------------------
+
+    async def _open(self) -> AsyncRealtimeConnection:
+        """A new server session, configured, with the conversation replayed; or TransportError."""
+        assert self._client is not None
+        assert self._codec is not None
+        codec = self._codec
+        manager = self._client.realtime.connect(model=self._model)
+        conn: AsyncRealtimeConnection | None = None
+        waiting_for = "session.created"
+        try:
+            async with asyncio.timeout(self.options.connect_timeout_s):
+                conn = await manager.enter()
+                codec.receive(await self._expect(conn, waiting_for))
+                await conn.send_raw(codec.session_update())
+                waiting_for = "session.updated"
+                codec.receive(await self._expect(conn, waiting_for))
+                codec.outbox.extend(codec.resume())
+        except BaseException as exc:
+            await _close_quietly(conn)
+            error = self._connect_error(exc, waiting_for)
+            if error is None:
+                raise
+            raise error from None
+        self._conn = conn
+        await self._flush()
+        self._log.info("upstream_connected", upstream_session=codec.session_id)
+        return conn
+
+    def _connect_error(self, exc: BaseException, waiting_for: str) -> TransportError | None:
+        """The connect failure as a TransportError; None for what must propagate (cancel)."""
+        if isinstance(exc, TransportError):
+            return exc
+        if isinstance(exc, TimeoutError):
+            return TransportError(
+                f"OpenAI Realtime sent no {waiting_for} within "
+                f"{self.options.connect_timeout_s:g} s",
+                retryable=True,
+            )
+        if isinstance(exc, InvalidStatus):
+            status = exc.response.status_code
+            return TransportError(
+                f"OpenAI Realtime refused the connection: HTTP {status}",
+                retryable=status >= 500 or status == 429,
+            )
+        if isinstance(exc, OSError | InvalidHandshake | ConnectionClosed):
+            return TransportError(f"cannot reach OpenAI Realtime: {exc}", retryable=True)
+        if isinstance(exc, OpenAIError):
+            return TransportError(f"OpenAI Realtime: {exc}")
+        return None
+
+    @staticmethod
+    async def _expect(conn: AsyncRealtimeConnection, kind: str) -> dict[str, Any]:
+        while True:
+            event = orjson.loads(await conn.recv_bytes())
+            if not isinstance(event, dict):
+                continue
+            if event.get("type") == kind:
+                return event
+            if event.get("type") == "error":
+                error = event.get("error") or {}
+                code = error.get("code") or error.get("type") or "error"
+                raise TransportError(
+                    f"OpenAI Realtime refused the session ({code}): {error.get('message', '')}"
+                )
+
+    # -- reading -----------------------------------------------------------------------------
+
+    async def _read(self) -> None:
+        try:
+            while not self._closing:
+                assert self._conn is not None
+                code = await self._pump(self._conn)
+                if self._closing or not await self._recover(code):
+                    break
+        except Exception as exc:  # a bug here must end the session, not hang it
+            self._log.exception("upstream_reader_failed")
+            self._queue.put_nowait(ev.UpstreamFailed(f"OpenAI Realtime reader failed: {exc!r}"))
+        finally:
+            self._queue.put_nowait(None)
+
+    async def _pump(self, conn: AsyncRealtimeConnection) -> int:
+        """Relay one connection's events until it closes; returns the close code."""
+        codec = self._codec
+        assert codec is not None
+        put = self._queue.put_nowait
+        try:
+            while True:
+                data = await conn.recv_bytes()
+                try:
+                    event = orjson.loads(data)
+                except orjson.JSONDecodeError:
+                    self._log.warning("upstream_frame_unreadable", size=len(data))
+                    continue
+                if not isinstance(event, dict):
+                    continue
+                for neutral in codec.receive(event):
+                    put(neutral)
+                    if isinstance(neutral, ev.SpeechStarted):
+                        self._guard_barge_in()
+                if codec.outbox:
+                    await self._flush()
+                if codec.notes:
+                    self._log_notes()
+        except ConnectionClosed as exc:
+            return exc.rcvd.code if exc.rcvd is not None else 1006
+
+    async def _recover(self, code: int) -> bool:
+        codec = self._codec
+        assert codec is not None
+        if code not in RECOVERABLE_CLOSES and not codec.expired:
+            self._queue.put_nowait(
+                ev.UpstreamFailed(f"OpenAI Realtime closed the session (code {code})")
+            )
+            return False
+        reason = "session expired" if codec.expired else f"closed with code {code}"
+        self._log.info("upstream_reconnecting", reason=reason)
+        for neutral in codec.connection_lost():
+            self._queue.put_nowait(neutral)
+        last_error = reason
+        for attempt in range(1, self.options.reconnect_attempts + 1):
+            await asyncio.sleep(backoff_delay(attempt, self.options))
+            if self._closing:
+                return False
+            try:
+                await self._open()
+            except TransportError as exc:
+                last_error = str(exc)
+                self._log.warning("upstream_reconnect_failed", attempt=attempt, error=last_error)
+                if not exc.retryable:
+                    break
+                continue
+            self._queue.put_nowait(ev.UpstreamRecovered(attempt))
+            return True
+        self._queue.put_nowait(
+            ev.UpstreamFailed(f"OpenAI Realtime could not be reconnected: {last_error}")
+        )
+        return False
+
+    # -- writing -----------------------------------------------------------------------------
+
+    async def _do(self, action: Callable[[RealtimeCodec], None]) -> None:
+        codec = self._codec
+        if codec is None or self._closing:
+            return
+        action(codec)
+        if codec.outbox:
+            await self._flush()
+        if codec.notes:
+            self._log_notes()
+
+    async def _flush(self) -> None:
+        """Send the codec's frames in order (several writers may flush; frames are popped once)."""
+        codec, conn = self._codec, self._conn
+        if codec is None or conn is None:
+            return
+        outbox = codec.outbox
+        while outbox and codec.connected:
+            frame = outbox.popleft()
+            try:
+                await conn.send_raw(frame)
+            except Exception as exc:  # the reader sees the close and reconnects; items replay
+                self._log.info("upstream_send_failed", error=type(exc).__name__)
+                return
+
+    def _guard_barge_in(self) -> None:
+        codec = self._codec
+        if codec is None or codec.active_response_id is None or not codec.interrupt_response:
+            return
+        response_id = codec.active_response_id
+        loop = asyncio.get_running_loop()
+
+        def overdue() -> None:
+            self._timers.discard(timer)
+            if self._codec is not None and not self._closing:
+                self._codec.cancel_overdue(response_id)
+                self._spawn(self._flush())
+
+        timer = loop.call_later(self.options.cancel_grace_s, overdue)
+        self._timers.add(timer)
+
+    def _spawn(self, work: Any) -> None:
+        task: asyncio.Task[None] = asyncio.create_task(work)
+        self._side_tasks.add(task)
+        task.add_done_callback(self._side_tasks.discard)
+
+    def _log_notes(self) -> None:
+        assert self._codec is not None
+        notes, self._codec.notes = self._codec.notes, []
+        for name, details in notes:
+            self._log.info(name, **details)
+
+
+async def _close_quietly(conn: AsyncRealtimeConnection | None) -> None:
+    if conn is not None:
+        with contextlib.suppress(Exception):
+            await conn.close()
+
+
+if TYPE_CHECKING:  # mypy proves that the class satisfies the Transport protocol
+    _conforms: Transport = OpenAIRealtimeTransport(RealtimeOptions(api_key="x"))

@@ -1,0 +1,219 @@
+"""Wire models of the OpenAI Realtime GA protocol: the client events we send, as typed dicts.
+
+Facts from ``shared/reference/openai_realtime.md`` (sections 3 to 6): GA event names, a
+``session.update`` that must carry ``type: "realtime"``, flat function tools, audio formats as
+objects, tool results as string ``output``s. Builders return the JSON text of one client event
+(compact, orjson) so the transport sends it as one text frame without another encoding step.
+Server events are read as plain mappings by the codec: the SDK's pydantic parse is too costly for
+fifty audio deltas a second per session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, NotRequired, TypedDict
+
+import orjson
+
+__all__ = [
+    "AUDIO_BYTES_PER_MS",
+    "AUDIO_RATE",
+    "DEFAULT_MODEL",
+    "DEFAULT_TRANSCRIPTION_MODEL",
+    "AudioFormat",
+    "FunctionTool",
+    "SessionConfig",
+    "TurnDetection",
+    "assistant_text_item",
+    "audio_append",
+    "audio_clear",
+    "audio_commit",
+    "function_call_item",
+    "function_call_output_item",
+    "function_tools",
+    "item_create",
+    "response_cancel",
+    "response_create",
+    "session_update",
+    "system_text_item",
+    "truncate",
+    "user_text_item",
+]
+
+DEFAULT_MODEL = "gpt-realtime"
+DEFAULT_TRANSCRIPTION_MODEL = "gpt-4o-mini-transcribe"
+# PCM16 mono at 24 kHz is the only PCM rate the API takes (and the one it produces).
+AUDIO_RATE = 24000
+AUDIO_BYTES_PER_MS = AUDIO_RATE * 2 // 1000
+
+
+class AudioFormat(TypedDict):
+    type: Literal["audio/pcm", "audio/pcmu", "audio/pcma"]
+    rate: NotRequired[int]
+
+
+class TurnDetection(TypedDict):
+    type: Literal["server_vad", "semantic_vad"]
+    create_response: bool
+    interrupt_response: bool
+    silence_duration_ms: NotRequired[int]
+
+
+class Transcription(TypedDict):
+    model: str
+    language: NotRequired[str]
+
+
+class AudioInput(TypedDict):
+    format: AudioFormat
+    turn_detection: TurnDetection | None
+    transcription: Transcription | None
+
+
+class AudioOutput(TypedDict):
+    format: AudioFormat
+    voice: NotRequired[str]
+
+
+class Audio(TypedDict):
+    input: AudioInput
+    output: AudioOutput
+
+
+class FunctionTool(TypedDict):
+    type: Literal["function"]
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+class SessionConfig(TypedDict):
+    type: Literal["realtime"]
+    instructions: str
+    output_modalities: list[Literal["audio", "text"]]
+    audio: Audio
+    tools: list[FunctionTool]
+    tool_choice: Literal["auto", "none"]
+    model: NotRequired[str]
+
+
+class ContentPart(TypedDict):
+    type: Literal["input_text", "output_text"]
+    text: str
+
+
+class MessageItem(TypedDict):
+    type: Literal["message"]
+    role: Literal["user", "assistant", "system"]
+    content: list[ContentPart]
+
+
+class FunctionCallItem(TypedDict):
+    type: Literal["function_call"]
+    call_id: str
+    name: str
+    arguments: str
+
+
+class FunctionCallOutputItem(TypedDict):
+    type: Literal["function_call_output"]
+    call_id: str
+    output: str
+
+
+Item = MessageItem | FunctionCallItem | FunctionCallOutputItem
+
+
+def _json(event: Mapping[str, Any]) -> str:
+    return orjson.dumps(event).decode()
+
+
+# -- items -------------------------------------------------------------------------------------
+
+
+def user_text_item(text: str) -> MessageItem:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def system_text_item(text: str) -> MessageItem:
+    return {"type": "message", "role": "system", "content": [{"type": "input_text", "text": text}]}
+
+
+def assistant_text_item(text: str) -> MessageItem:
+    # Assistant items created by a client carry text only; audio cannot be replayed.
+    return {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text}],
+    }
+
+
+def function_call_item(call_id: str, name: str, arguments: str) -> FunctionCallItem:
+    return {"type": "function_call", "call_id": call_id, "name": name, "arguments": arguments}
+
+
+def function_call_output_item(call_id: str, output: str) -> FunctionCallOutputItem:
+    return {"type": "function_call_output", "call_id": call_id, "output": output}
+
+
+# -- client events -----------------------------------------------------------------------------
+
+
+def session_update(session: SessionConfig) -> str:
+    return _json({"type": "session.update", "session": session})
+
+
+def item_create(item: Item) -> str:
+    return _json({"type": "conversation.item.create", "item": item})
+
+
+def response_create() -> str:
+    # No overrides: the session's tools and tool_choice "auto" (never "required": it loops).
+    return '{"type":"response.create"}'
+
+
+def response_cancel(response_id: str | None = None) -> str:
+    if response_id is None:
+        return '{"type":"response.cancel"}'
+    return _json({"type": "response.cancel", "response_id": response_id})
+
+
+def truncate(item_id: str, audio_end_ms: int) -> str:
+    return _json(
+        {
+            "type": "conversation.item.truncate",
+            "item_id": item_id,
+            "content_index": 0,
+            "audio_end_ms": audio_end_ms,
+        }
+    )
+
+
+def audio_append(b64_audio: str) -> str:
+    # The hot path: base64 needs no JSON escaping, so the frame is assembled directly.
+    return '{"type":"input_audio_buffer.append","audio":"' + b64_audio + '"}'
+
+
+def audio_commit() -> str:
+    return '{"type":"input_audio_buffer.commit"}'
+
+
+def audio_clear() -> str:
+    return '{"type":"input_audio_buffer.clear"}'
+
+
+def function_tools(declarations: Sequence[Mapping[str, Any]]) -> list[FunctionTool]:
+    """The registry's ``openaiRealtime`` declarations, checked to be flat function tools."""
+    tools: list[FunctionTool] = []
+    for declaration in declarations:
+        if declaration.get("type") != "function" or "function" in declaration:
+            raise ValueError(f"not a flat Realtime function tool: {declaration.get('name')!r}")
+        tools.append(
+            {
+                "type": "function",
+                "name": str(declaration["name"]),
+                "description": str(declaration.get("description", "")),
+                "parameters": dict(declaration.get("parameters") or {"type": "object"}),
+            }
+        )
+    return tools
