@@ -112,6 +112,7 @@ def session_config(
 class _AudioItem:
     item_id: str
     forwarded: int = 0  # bytes passed on to the session
+    received: int = 0  # bytes the server produced (more than forwarded after a barge-in)
     done: bool = False
 
 
@@ -166,6 +167,7 @@ class RealtimeCodec:
         self.expires_at: float | None = None
         self.expired = False  # the server said session_expired: the close that follows is planned
         self.interrupt_response = True
+        self.completed_responses = 0  # progress: the transport bounds reconnects between them
         self.replay = ReplayLog()
         for item in config.history:
             kind = "system" if item.role == "tool" else item.role
@@ -234,10 +236,15 @@ class RealtimeCodec:
 
     def _audio_delta(self, event: Mapping[str, Any]) -> list[ev.UpstreamEvent]:
         r = self._active
-        if r is None or r.interrupted or r.response_id != event.get("response_id"):
+        if r is None or r.response_id != event.get("response_id"):
+            return []
+        item = r.audio_item(str(event.get("item_id", "")))
+        if r.interrupted:  # not forwarded, but the item is longer than what the user got
+            item.received += len(event.get("delta") or "") * 3 // 4
             return []
         pcm = base64.b64decode(event.get("delta") or "")
-        r.audio_item(str(event.get("item_id", ""))).forwarded += len(pcm)
+        item.received += len(pcm)
+        item.forwarded += len(pcm)
         return [ev.AudioDelta(r.response_id, pcm)]
 
     def _session_created(self, event: Mapping[str, Any]) -> list[ev.UpstreamEvent]:
@@ -350,6 +357,7 @@ class RealtimeCodec:
             status = "failed"
         else:  # completed, or incomplete (max_output_tokens, content_filter): what came is kept
             status = "completed"
+            self.completed_responses += 1
             if raw_status == "incomplete":
                 self.notes.append(("response_incomplete", {"reason": details.get("reason")}))
         out: list[ev.UpstreamEvent] = []
@@ -538,17 +546,18 @@ class RealtimeCodec:
             return
         remaining = max(0, played_ms)
         for item in r.audio:
-            received_ms = item.forwarded // wire.AUDIO_BYTES_PER_MS
-            heard = min(remaining, received_ms)
+            forwarded_ms = item.forwarded // wire.AUDIO_BYTES_PER_MS
+            heard = min(remaining, forwarded_ms)  # never more than the user could have heard
             remaining -= heard
             if heard <= 0:
                 break  # this item (and any after it) was not heard at all: nothing to cut
-            if item.done and heard >= received_ms:
-                continue  # fully played
+            if item.done and heard >= item.received // wire.AUDIO_BYTES_PER_MS:
+                continue  # played to its end
             self._send(wire.truncate(item.item_id, heard))
             entry = r.entries.get(item.item_id)
-            if entry is not None and received_ms > 0:
-                entry.text = _heard_words(entry.text, heard / received_ms)
+            total_ms = item.received // wire.AUDIO_BYTES_PER_MS
+            if entry is not None and total_ms > 0:
+                entry.text = _heard_words(entry.text, heard / total_ms)
             break
 
     def update(self, *, mode: Mode | None = None, instructions: str | None = None) -> None:

@@ -94,6 +94,8 @@ class OpenAIRealtimeTransport:
         self._side_tasks: set[asyncio.Task[None]] = set()
         self._timers: set[asyncio.TimerHandle] = set()
         self._closing = False
+        self._attempts_used = 0
+        self._progress_mark = 0
         self._log = _log
 
     # -- Transport protocol ------------------------------------------------------------------
@@ -294,23 +296,34 @@ class OpenAIRealtimeTransport:
         self._log.info("upstream_reconnecting", reason=reason)
         for neutral in codec.connection_lost():
             self._queue.put_nowait(neutral)
+        # Attempts are counted across recoveries until a response completes again: a server
+        # that accepts and then drops at once must not cause endless reconnects.
+        if codec.completed_responses != self._progress_mark:
+            self._attempts_used = 0
         last_error = reason
-        for attempt in range(1, self.options.reconnect_attempts + 1):
-            await asyncio.sleep(backoff_delay(attempt, self.options))
+        while self._attempts_used < self.options.reconnect_attempts:
+            self._attempts_used += 1
+            await asyncio.sleep(backoff_delay(self._attempts_used, self.options))
             if self._closing:
                 return False
             try:
                 await self._open()
             except TransportError as exc:
                 last_error = str(exc)
-                self._log.warning("upstream_reconnect_failed", attempt=attempt, error=last_error)
+                self._log.warning(
+                    "upstream_reconnect_failed", attempt=self._attempts_used, error=last_error
+                )
                 if not exc.retryable:
                     break
                 continue
-            self._queue.put_nowait(ev.UpstreamRecovered(attempt))
+            self._progress_mark = codec.completed_responses
+            self._queue.put_nowait(ev.UpstreamRecovered(self._attempts_used))
             return True
         self._queue.put_nowait(
-            ev.UpstreamFailed(f"OpenAI Realtime could not be reconnected: {last_error}")
+            ev.UpstreamFailed(
+                f"OpenAI Realtime could not be reconnected after {self._attempts_used} "
+                f"attempts: {last_error}"
+            )
         )
         return False
 

@@ -1,0 +1,70 @@
+"""``python -m transports.openai_realtime.fake_server``: it says where it listens, serves, and
+exits 0 on SIGTERM after closing its connections with 1001."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+import websockets
+from websockets.exceptions import ConnectionClosed
+
+REPO = Path(__file__).resolve().parents[3]
+TIMEOUT_S = 20
+
+
+async def test_the_command_line_serves_until_sigterm() -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "transports.openai_realtime.fake_server",
+        "--port",
+        "0",
+        "--api-key",
+        "sk-cli",
+        "--arg-fragment",
+        "100",
+        stdout=asyncio.subprocess.PIPE,
+        cwd=REPO,
+    )
+    try:
+        assert process.stdout is not None
+        async with asyncio.timeout(TIMEOUT_S):
+            line = await process.stdout.readline()
+        match = re.fullmatch(rb"listening (ws://127\.0\.0\.1:(\d+)/v1)\n", line)
+        assert match is not None, line
+        url = match.group(1).decode() + "/realtime?model=gpt-realtime"
+        headers = {"Authorization": "Bearer sk-cli"}
+        async with (
+            asyncio.timeout(TIMEOUT_S),
+            websockets.connect(url, additional_headers=headers) as ws,
+        ):
+            assert json.loads(await ws.recv())["type"] == "session.created"
+            item = {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "/tool f {}"}],
+            }
+            await ws.send(json.dumps({"type": "conversation.item.create", "item": item}))
+            await ws.send(json.dumps({"type": "response.create"}))
+            deltas = []
+            while (event := json.loads(await ws.recv()))["type"] != "rate_limits.updated":
+                if event["type"] == "response.function_call_arguments.delta":
+                    deltas.append(event["delta"])
+            process.send_signal(signal.SIGTERM)
+            with pytest.raises(ConnectionClosed) as closed:
+                await ws.recv()
+        async with asyncio.timeout(TIMEOUT_S):
+            assert await process.wait() == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 1001
+    assert deltas == ["{}"]  # --arg-fragment reached the options

@@ -1,0 +1,178 @@
+"""What a response of the fake says: routing new items to the ``LocalBrain``, and directives.
+
+Pure. ``route`` looks at the items added since the previous response started:
+
+1. ``function_call_output``s → the brain's ``reply_to_tool_results`` with
+   ``(call_id, name, envelope)``, the envelope being the output's JSON object (other JSON or
+   non-JSON text → ``{"output": ...}``); ``None`` (not every call answered) → "Waiting for the
+   other tool results.";
+2. else the newest user message: its text → ``reply_to_text``; its audio →
+   ``reply_to_utterance(duration_ms)``;
+3. else the newest system message → ``reply_to_text``;
+4. else "I'm listening.".
+
+``decide`` turns that into a ``Plan`` (``fake_response``); fake-only directives in user text come
+before the brain: ``/drop TEXT`` (speak TEXT, close 1011 after two deltas), ``/expire`` (the
+session expires now), ``/hang`` (``response.created`` and nothing else until cancelled),
+``/hangcall NAME {json}`` (the call in full, as ``/tool`` would make it, then no ``response.done``
+until cancelled). A brain ``Fail`` is returned as is: the socket closes with 1011 at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from transports.local.brain import CallTools, Fail, LocalBrain, Reply, ResponseError, Say
+from transports.openai_realtime.fake_conversation import TEXT_PARTS, Conversation, Entry
+from transports.openai_realtime.fake_response import (
+    CallsPlan,
+    FailPlan,
+    HangPlan,
+    Plan,
+    SpeechPlan,
+)
+
+__all__ = [
+    "DROP_AFTER_DELTAS",
+    "LISTENING",
+    "WAITING_FOR_RESULTS",
+    "AnswerAudio",
+    "AnswerNothing",
+    "AnswerText",
+    "AnswerToolResults",
+    "Answerable",
+    "Expire",
+    "decide",
+    "parse_tool_output",
+    "route",
+]
+
+WAITING_FOR_RESULTS = "Waiting for the other tool results."
+LISTENING = "I'm listening."
+DROP_AFTER_DELTAS = 2
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerToolResults:
+    results: tuple[tuple[str, str, dict[str, Any]], ...]  # (call_id, name, envelope)
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerText:
+    text: str
+    role: str  # "user" | "system"
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerAudio:
+    duration_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerNothing:
+    pass
+
+
+Answerable = AnswerToolResults | AnswerText | AnswerAudio | AnswerNothing
+
+
+@dataclass(frozen=True, slots=True)
+class Expire:
+    """The ``/expire`` directive: the session expires instead of answering."""
+
+
+def parse_tool_output(output: str) -> dict[str, Any]:
+    """The envelope the brain gets: the output's JSON object, else ``{"output": ...}``."""
+    try:
+        parsed = orjson.loads(output)
+    except orjson.JSONDecodeError:
+        return {"output": output}
+    return parsed if isinstance(parsed, dict) else {"output": parsed}
+
+
+def _text_of(item: dict[str, Any]) -> str | None:
+    texts = [
+        part["text"]
+        for part in item.get("content", [])
+        if part.get("type") in TEXT_PARTS and isinstance(part.get("text"), str)
+    ]
+    return " ".join(texts) if texts else None
+
+
+def _transcripts_of(item: dict[str, Any]) -> str:
+    return " ".join(
+        part["transcript"]
+        for part in item.get("content", [])
+        if part.get("type") == "input_audio" and isinstance(part.get("transcript"), str)
+    )
+
+
+def route(new: Sequence[Entry], conversation: Conversation) -> Answerable:
+    """What a response answers, from the entries added since the previous one started."""
+    results = []
+    for entry in new:
+        item = entry.item
+        if item.get("type") == "function_call_output":
+            call = conversation.find_call(item["call_id"])
+            name = call.item.get("name", "") if call is not None else ""
+            results.append((item["call_id"], name, parse_tool_output(item["output"])))
+    if results:
+        return AnswerToolResults(tuple(results))
+    for role in ("user", "system"):
+        for entry in reversed(new):
+            item = entry.item
+            if item.get("type") != "message" or item.get("role") != role:
+                continue
+            text = _text_of(item)
+            if text is not None or role == "system":
+                return AnswerText(text or "", role)
+            if entry.utterance_ms is not None:
+                return AnswerAudio(entry.utterance_ms)
+            return AnswerText(_transcripts_of(item), role)  # replayed audio: its transcript
+    return AnswerNothing()
+
+
+def _plan_of(reply: Reply) -> Plan | Fail:
+    if isinstance(reply, Say):
+        return SpeechPlan(reply.text, delay_ms=reply.delay_ms)
+    if isinstance(reply, CallTools):
+        return CallsPlan(reply.calls)
+    if isinstance(reply, ResponseError):
+        return FailPlan(reply.message)
+    return reply
+
+
+def _directive(text: str) -> Plan | Expire | None:
+    command, *rest = text.strip().split(None, 1) or [""]
+    argument = rest[0].strip() if rest else ""
+    if command == "/drop":
+        return SpeechPlan(argument, drop_after=DROP_AFTER_DELTAS)
+    if command == "/expire":
+        return Expire()
+    if command == "/hang":
+        return HangPlan()
+    return None
+
+
+def decide(answer: Answerable, brain: LocalBrain) -> Plan | Fail | Expire:
+    if isinstance(answer, AnswerToolResults):
+        reply = brain.reply_to_tool_results(answer.results)
+        return SpeechPlan(WAITING_FOR_RESULTS) if reply is None else _plan_of(reply)
+    if isinstance(answer, AnswerText):
+        if answer.role != "user":
+            return _plan_of(brain.reply_to_text(answer.text))
+        if (directive := _directive(answer.text)) is not None:
+            return directive
+        command, *rest = answer.text.strip().split(None, 1) or [""]
+        if command == "/hangcall" and rest:
+            reply = brain.reply_to_text(f"/tool {rest[0]}")  # the brain numbers the call
+            if isinstance(reply, CallTools):
+                return CallsPlan(reply.calls, hang=True)
+        return _plan_of(brain.reply_to_text(answer.text))
+    if isinstance(answer, AnswerAudio):
+        return _plan_of(brain.reply_to_utterance(answer.duration_ms))
+    return SpeechPlan(LISTENING)
