@@ -423,3 +423,55 @@ async def test_two_sessions_get_two_upstream_sessions(
         replies = await asyncio.gather(a.say("from a"), b.say("from b"))
     assert [r[-1]["text"] for r in replies] == ["You said: from a", "You said: from b"]
     assert len(fake.connections) == 2
+
+
+async def test_openai_base_url_is_used_when_no_websocket_url_is_set(
+    fake: FakeRealtimeServer, gateway_factory: GatewayFactory
+) -> None:
+    gateway = await gateway_factory(
+        provider="openai",
+        openai_base_url=f"http://127.0.0.1:{fake.port}/v1",
+        openai_api_key="sk-test",
+    )
+    async with gateway.session("text") as client:
+        events = await client.say("over http base")
+    assert events[-1]["text"] == "You said: over http base"
+    assert fake.connections[0].model == "gpt-realtime"
+
+
+async def test_a_session_model_overrides_the_default(
+    gateway: Gateway, fake: FakeRealtimeServer
+) -> None:
+    async with gateway.session("text", model="gpt-realtime-mini") as client:
+        await client.say("hi")
+    assert fake.connections[0].model == "gpt-realtime-mini"
+
+
+async def test_switching_mode_reconfigures_the_upstream(
+    gateway: Gateway, fake: FakeRealtimeServer
+) -> None:
+    async with gateway.session("text") as client:
+        await client.send("session.update", mode="voice")
+        await client.last("session.updated")
+        conn = fake.connections[0]
+        update = await conn.wait_for("session.update", count=2, direction="in")
+        events = await client.say("now with a voice")
+    assert update["session"]["output_modalities"] == ["audio"]
+    assert update["session"]["audio"]["input"]["turn_detection"]["type"] == "server_vad"
+    assert events[-1]["text"] == "You said: now with a voice"
+    assert client.audio
+
+
+async def test_push_to_talk_commit_gets_an_answer(
+    gateway: Gateway, fake: FakeRealtimeServer
+) -> None:
+    async with gateway.session("voice") as client:
+        tone = pcm_tone(300)
+        for start in range(0, len(tone), 640):
+            await client.send_raw(tone[start : start + 640])
+        await client.send("audio.commit")
+        events = await client.until_reply()
+        conn = fake.connections[0]
+    assert events[-1]["text"].startswith("You said: audio:")
+    assert conn.received("input_audio_buffer.commit")
+    assert len(conn.received("response.create")) == 1
