@@ -1,0 +1,216 @@
+"""Processes for ``scripts/bench relay``: the fake upstream, the gateway, core pinning, ``/proc``.
+
+Every child is started with its output in a log file, in its own session, and with
+``PR_SET_PDEATHSIG`` so that it dies with the bench even when the bench is killed outright; the
+bench also stops each one explicitly (``ChildProcess.stop``) on the way out. Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.relay_stats import (
+    CpuSnapshot,
+    parse_counters,
+    parse_process_cpu_ticks,
+    parse_system_cpu_ticks,
+)
+
+__all__ = [
+    "CLOCK_TICKS_PER_S",
+    "ChildProcess",
+    "CorePlan",
+    "free_port",
+    "pin_process",
+    "plan_cores",
+    "read_counters",
+    "start_fake_upstream",
+    "start_gateway",
+    "take_snapshot",
+]
+
+CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+_PR_SET_PDEATHSIG = 1
+
+
+def free_port() -> int:
+    """A port that was free on 127.0.0.1 a moment ago (bound to port 0, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+class ChildProcess:
+    """A subprocess whose output goes to ``log_path``; ``stop`` is safe to call more than once."""
+
+    def __init__(self, name: str, argv: list[str], env: Mapping[str, str], log_path: Path) -> None:
+        self.name = name
+        self.log_path = log_path
+        with log_path.open("wb") as log:
+            self._process = subprocess.Popen(  # our own interpreter and modules
+                argv,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,  # started before any thread exists
+            )
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    def alive(self) -> bool:
+        return self._process.poll() is None
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def ensure_alive(self) -> None:
+        if not self.alive():
+            raise RuntimeError(
+                f"{self.name} exited with {self._process.returncode}:\n{self.log_tail()}"
+            )
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        if self._process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            self._process.terminate()
+        try:
+            self._process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                self._process.kill()
+            self._process.wait(timeout=timeout_s)
+
+
+def _wait_for_log_line(child: ChildProcess, needle: str, timeout_s: float) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        child.ensure_alive()
+        for line in child.log_path.read_text(errors="replace").splitlines():
+            if needle in line:
+                return line
+        time.sleep(0.05)
+    raise TimeoutError(f"{child.name} did not print {needle!r} in {timeout_s:.0f} s")
+
+
+def start_fake_upstream(log_dir: Path, timeout_s: float = 20.0) -> tuple[ChildProcess, str]:
+    """The OpenAI Realtime fake in echo mode; returns it and its base URL (``ws://…/v1``)."""
+    port = free_port()
+    argv = [sys.executable, "-m", "transports.openai_realtime.fake_server", "--port", str(port)]
+    child = ChildProcess(
+        "fake upstream", [*argv, "--echo", "--no-log"], os.environ, log_dir / "fake.log"
+    )
+    try:
+        line = _wait_for_log_line(child, "listening ws://", timeout_s)
+    except BaseException:
+        child.stop()
+        raise
+    return child, line.split("listening ", 1)[1].strip()
+
+
+def start_gateway(
+    upstream_url: str, data_dir: Path, log_dir: Path, timeout_s: float = 30.0
+) -> tuple[ChildProcess, str]:
+    """``python -m gateway serve`` relaying to ``upstream_url``; returns it and its base URL."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "GATEWAY_PROVIDER": "openai",
+        "GATEWAY_OPENAI_WS_URL": upstream_url,
+        "OPENAI_API_KEY": "sk-bench",
+        "GATEWAY_AUTH": "none",
+        "GATEWAY_HOST": "127.0.0.1",
+        "GATEWAY_PORT": str(port),
+        "GATEWAY_LOG_LEVEL": "warning",
+        "GATEWAY_CONNECTIONS_PER_MINUTE": "100000",
+        "GATEWAY_DATA_DIR": str(data_dir),
+    }
+    argv = [sys.executable, "-m", "gateway", "serve"]
+    child = ChildProcess("gateway", argv, env, log_dir / "gateway.log")
+    try:
+        _wait_until_ready(child, f"http://127.0.0.1:{port}/readyz", timeout_s)
+    except BaseException:
+        child.stop()
+        raise
+    return child, f"http://127.0.0.1:{port}"
+
+
+def _wait_until_ready(child: ChildProcess, url: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        child.ensure_alive()
+        try:
+            with urllib.request.urlopen(url, timeout=1.0) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"{child.name} was not ready at {url} in {timeout_s:.0f} s")
+
+
+@dataclass(frozen=True)
+class CorePlan:
+    relay_core: int  # the relaying process alone: the gateway, or the fake for ``direct``
+    load_core: int  # the load generator (this process), and the fake behind the gateway
+
+
+def plan_cores() -> tuple[CorePlan | None, str]:
+    """Two distinct cores we may use, or ``None`` and why not."""
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError) as error:
+        return None, f"cannot read the CPU affinity: {error}"
+    if len(allowed) < 2:
+        return None, f"only {len(allowed)} core(s) allowed"
+    return CorePlan(relay_core=allowed[0], load_core=allowed[1]), "pinned"
+
+
+def pin_process(pid: int, core: int) -> None:
+    """Pin every thread of ``pid`` to ``core`` (threads started later inherit it)."""
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(int(task), {core})
+
+
+def take_snapshot(pids: Mapping[str, int]) -> CpuSnapshot:
+    """CPU ticks of each role's process and of the whole machine, now."""
+    ticks = {
+        role: parse_process_cpu_ticks(Path(f"/proc/{pid}/stat").read_text())
+        for role, pid in pids.items()
+    }
+    system = parse_system_cpu_ticks(Path("/proc/stat").read_text())
+    return CpuSnapshot(wall_s=time.monotonic(), processes=ticks, system=system)
+
+
+def read_counters(base_url: str, timeout_s: float = 5.0) -> dict[str, float]:
+    """The gateway's own counters (``/metrics``): frames in and out, audio it dropped, …"""
+    with urllib.request.urlopen(f"{base_url}/metrics", timeout=timeout_s) as response:
+        text: str = response.read().decode()
+    return parse_counters(text)
