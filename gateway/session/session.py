@@ -92,6 +92,8 @@ class _Response:
     text: list[str] = field(default_factory=list)
     audio_ms: float = 0.0
     interrupted: bool = False
+    first_audio_at: float | None = None  # monotonic time its first audio went to the client
+    played_ms: int | None = None  # what the client says it played (audio.playback)
 
 
 class Session:
@@ -146,8 +148,9 @@ class Session:
         # Response ends held back until that response's tool batch has reported to the client.
         self._held_done: dict[str, up.ResponseDone] = {}
         self._batches: dict[str, asyncio.Task[None]] = {}
-        # response id → milliseconds the client says it played (audio.playback).
-        self._played: dict[str, int] = {}
+        # The last response that spoke: the client may still be playing it after its end
+        # (providers send audio faster than real time), so a barge-in can still cut it.
+        self._last_spoken: _Response | None = None
         self._closing: asyncio.Task[None] | None = None
         self._control_events = TokenBucket(client_events_per_s, client_events_burst)
         self._log = _log.bind(session_id=session_id, user_id=user.user_id)
@@ -270,9 +273,10 @@ class Session:
             await self.transport.clear_audio()
         elif isinstance(event, AudioPlayback):
             # Only the response being played counts (truncation needs no other): a client cannot
-            # grow this with made-up ids.
-            if self._response is not None and event.response_id == self._response.response_id:
-                self._played[event.response_id] = event.played_ms
+            # grow anything with made-up ids.
+            for r in (self._response, self._last_spoken):
+                if r is not None and event.response_id == r.response_id:
+                    r.played_ms = event.played_ms
         elif isinstance(event, ResponseCancel):
             await self.transport.cancel_response()
         elif isinstance(event, ConfirmationRespond):
@@ -371,12 +375,16 @@ class Session:
         now = self.clock.monotonic()
         if isinstance(event, up.AudioDelta):
             r = self._response
-            if r is None or r.interrupted or self.intents.audio_suppressed(now):
+            if r is None or r.interrupted or self.mode != "voice":
+                return
+            if self.intents.audio_suppressed(now):
                 return
             assert self._up_out is not None
             pcm = self._up_out.process(event.pcm)
             r.audio_ms += len(event.pcm) / 2 / self.transport.capabilities.output_rate * 1000
             if pcm and self.outbound is not None:
+                if r.first_audio_at is None:
+                    r.first_audio_at = now
                 self.outbound.audio(pcm)
                 self.metrics.audio_out.inc()
         elif isinstance(event, up.ResponseStarted):
@@ -448,20 +456,35 @@ class Session:
         r = self._response
         interrupt = r is not None and not r.interrupted
         if interrupt:
-            # Before any await: none of the interrupted speech may follow speech.started.
             assert r is not None
             r.interrupted = True
-            if self.outbound is not None:
-                self.outbound.discard_audio()
             if self._up_out is not None:
                 self._up_out.reset()
+        # Before any await: no speech the user is talking over may follow speech.started, not
+        # even the queued end of a response that has already finished arriving.
+        if self.outbound is not None:
+            self.outbound.discard_audio()
         self.emit(SpeechStarted())
         await self._start_user_turn("")
-        if r is None or not interrupt:
+        target = r if interrupt else (self._last_spoken if r is None else None)
+        if target is None or not self.transport.capabilities.truncation:
             return
-        if self.transport.capabilities.truncation:
-            heard = self._played.get(r.response_id, int(r.audio_ms))
-            await self.transport.truncate(r.response_id, min(heard, int(r.audio_ms)))
+        heard = self._heard_ms(target)
+        if not interrupt and heard >= int(target.audio_ms):
+            return  # it had played to its end before the user spoke
+        self._last_spoken = None  # cut once
+        await self.transport.truncate(target.response_id, heard)
+
+    def _heard_ms(self, r: _Response) -> int:
+        """What the user heard of ``r``: the client's report, else the time since its audio
+        started (a client cannot play faster than real time); never more than was sent."""
+        if r.played_ms is not None:
+            heard = float(r.played_ms)
+        elif r.first_audio_at is not None:
+            heard = (self.clock.monotonic() - r.first_audio_at) * 1000
+        else:
+            heard = 0.0
+        return int(max(0.0, min(heard, r.audio_ms)))
 
     async def _response_done(self, event: up.ResponseDone) -> None:
         r = self._response
@@ -474,6 +497,8 @@ class Session:
                 if tail and self.outbound is not None:
                     self.outbound.audio(tail)
             self._response = None
+            if r.audio_ms > 0 and not r.interrupted:
+                self._last_spoken = r
         text = "" if r is None else "".join(r.text)
         if text:
             self.history.append(ConversationItem("assistant", text))
@@ -487,7 +512,6 @@ class Session:
                 usage=None if event.usage is None else dict(event.usage),
             )
         )
-        self._played.pop(event.response_id, None)
         if self.intents.response_ended():
             await self.end(EndReason.INTENT)
 

@@ -387,7 +387,13 @@ async def test_an_abrupt_1011_drop_mid_reply_is_recovered(
     assert cut["status"] == "interrupted"
     assert again[-1]["text"] == LONG_REPLY
     assert "session.ended" not in types(client.events)
-    assert [i["content"][0]["text"] for i in sent_items(second)] == [f"/say {LONG_REPLY}"]
+    user, assistant = sent_items(second)
+    assert user["content"][0]["text"] == f"/say {LONG_REPLY}"
+    # The part of the reply that was shown before the drop is in the new session too.
+    heard = assistant["content"][0]["text"]
+    assert assistant["role"] == "assistant"
+    assert heard
+    assert LONG_REPLY.startswith(heard)
 
 
 async def test_a_server_that_keeps_dropping_ends_the_session(
@@ -475,3 +481,39 @@ async def test_push_to_talk_commit_gets_an_answer(
     assert events[-1]["text"].startswith("You said: audio:")
     assert conn.received("input_audio_buffer.commit")
     assert len(conn.received("response.create")) == 1
+
+
+async def test_barge_in_after_the_whole_reply_arrived_still_truncates(
+    gateway: Gateway, fake: FakeRealtimeServer
+) -> None:
+    async with gateway.session(
+        "voice", audio={"input_rate": 24000, "output_rate": 24000}
+    ) as client:
+        await client.send("text.send", text=f"/say {LONG_REPLY}")
+        reply = await client.until_reply()
+        response_id = reply[-1]["response_id"]
+        # All 4 s arrived at once (faster than real time, as OpenAI sends it); the client has
+        # played 200 ms of it when the user speaks.
+        await client.send("audio.playback", response_id=response_id, played_ms=200)
+        await speak(client, 300, rate=24000)
+        await client.until_reply()  # the answer to the barge-in; the truncate came before it
+        conn = fake.connections[0]
+    assert "speech.started" in types(client.events)
+    truncates = conn.received("conversation.item.truncate")
+    assert [t["audio_end_ms"] for t in truncates] == [200]
+    assert conn.sent("conversation.item.truncated")
+
+
+async def test_a_reply_that_played_to_its_end_is_not_truncated(
+    gateway: Gateway, fake: FakeRealtimeServer
+) -> None:
+    async with gateway.session(
+        "voice", audio={"input_rate": 24000, "output_rate": 24000}
+    ) as client:
+        await client.send("text.send", text="/say short")
+        reply = await client.until_reply()
+        await client.send("audio.playback", response_id=reply[-1]["response_id"], played_ms=100)
+        await speak(client, 300, rate=24000)
+        await client.until_reply()
+        conn = fake.connections[0]
+    assert not conn.received("conversation.item.truncate")

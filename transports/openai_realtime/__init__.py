@@ -3,12 +3,13 @@
 The fake server (``fake_server``) is for tests and benchmarks; it is not imported here.
 """
 
-from transports.openai_realtime.codec import RealtimeCodec, session_config
+from transports.openai_realtime.codec import RealtimeCodec
 from transports.openai_realtime.transport import (
     OpenAIRealtimeTransport,
     RealtimeOptions,
     backoff_delay,
 )
+from transports.openai_realtime.wire import session_config
 
 __all__ = [
     "OpenAIRealtimeTransport",

@@ -8,7 +8,9 @@ frames queued in ``outbox``, which the async shell sends in order. No I/O, no cl
 Rules it keeps (reference sections 6 and 7):
 
 - One response at a time. ``response.create`` is sent only when no response is active or
-  requested; otherwise it is deferred to the next ``response.done``.
+  requested; otherwise it is deferred to the next ``response.done``. If the server refuses it
+  because a response it started by itself (server VAD) is running, it is asked for again after
+  that one only when that response began before our input reached the conversation.
 - Tool calls: a call is collected once per ``call_id`` (``function_call_arguments.done``,
   ``output_item.done`` and ``response.done`` all name it) and reported when its response ends, as
   one ``ToolCallsRequested`` batch. Calls of a response that ended ``cancelled`` or ``failed``
@@ -20,17 +22,18 @@ Rules it keeps (reference sections 6 and 7):
   ``cancel_overdue`` when the server takes too long.
 - Truncate: ``audio_end_ms`` is the played time clamped to the audio actually forwarded, per
   audio item of the response; nothing is sent when nothing, or everything, was heard.
-- Reconnect: ``connection_lost`` ends the response in flight; while offline, inputs are kept
-  (uplink audio in a bounded buffer, conversation in the ``ReplayLog``) and ``resume`` returns
-  the frames that rebuild the conversation on a new connection.
+- Reconnect: ``connection_lost`` ends the response in flight (the model answers again unless the
+  user cancelled or talked over it); while offline, inputs are kept (uplink audio in a bounded
+  buffer, the conversation in the ``ReplayLog``, a pending commit) and ``resume`` returns the
+  frames that rebuild the state on a new connection.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -39,15 +42,11 @@ from transports import events as ev
 from transports.base import Mode, ToolResult, UpstreamConfig
 from transports.openai_realtime import wire
 from transports.openai_realtime.replay import Entry, ReplayLog
+from transports.openai_realtime.responses import ResponseState
+from transports.openai_realtime.uplink import MIN_COMMIT_BYTES, Uplink
 
-__all__ = ["NOT_RUN_OUTPUT", "RealtimeCodec", "session_config"]
+__all__ = ["NOT_RUN_OUTPUT", "RealtimeCodec"]
 
-# Uplink audio is sent in appends of at least 20 ms.
-MIN_APPEND_BYTES = 20 * wire.AUDIO_BYTES_PER_MS
-# A commit of less than 100 ms is refused by the server (input_audio_buffer_commit_empty).
-MIN_COMMIT_BYTES = 100 * wire.AUDIO_BYTES_PER_MS
-# Uplink audio kept while the upstream reconnects (the newest is kept).
-OFFLINE_AUDIO_BYTES = 15_000 * wire.AUDIO_BYTES_PER_MS
 _RECENT_RESPONSES = 16
 _SEEN_CALLS = 4096
 NOT_RUN_OUTPUT = orjson.dumps(
@@ -65,87 +64,12 @@ _QUIET_ERRORS = frozenset(
         "conversation_already_has_active_response",
         "response_cancel_not_active",
         "input_audio_buffer_commit_empty",
+        "invalid_tool_call_id",
     }
 )
+_RESPONSE_CREATE_ID = "gw_response_"
 
-
-def session_config(
-    config: UpstreamConfig,
-    mode: Mode,
-    instructions: str,
-    *,
-    transcription_model: str = wire.DEFAULT_TRANSCRIPTION_MODEL,
-) -> wire.SessionConfig:
-    """The GA ``session.update`` body for this session in ``mode``."""
-    voice = mode == "voice"
-    pcm: wire.AudioFormat = {"type": "audio/pcm", "rate": wire.AUDIO_RATE}
-    transcription: wire.Transcription | None = None
-    if voice:
-        transcription = {"model": transcription_model}
-        if config.locale:
-            transcription["language"] = config.locale.split("-")[0].lower()
-    output: wire.AudioOutput = {"format": pcm}
-    if config.voice:
-        output["voice"] = config.voice
-    return {
-        "type": "realtime",
-        "instructions": instructions,
-        "output_modalities": ["audio"] if voice else ["text"],
-        "audio": {
-            "input": {
-                "format": pcm,
-                "turn_detection": (
-                    {"type": "server_vad", "create_response": True, "interrupt_response": True}
-                    if voice
-                    else None
-                ),
-                "transcription": transcription,
-            },
-            "output": output,
-        },
-        "tools": wire.function_tools([t.provider_schemas["openaiRealtime"] for t in config.tools]),
-        "tool_choice": "auto",
-    }
-
-
-@dataclass(slots=True)
-class _AudioItem:
-    item_id: str
-    forwarded: int = 0  # bytes passed on to the session
-    received: int = 0  # bytes the server produced (more than forwarded after a barge-in)
-    done: bool = False
-
-
-@dataclass(slots=True)
-class _Response:
-    response_id: str
-    audio: list[_AudioItem] = field(default_factory=list)
-    texts: dict[str, list[str]] = field(default_factory=dict)  # message item id → text parts
-    calls: dict[str, ev.RequestedCall] = field(default_factory=dict)
-    order: list[tuple[str, str]] = field(default_factory=list)  # ("text"|"call", id)
-    entries: dict[str, Entry] = field(default_factory=dict)  # message item id → replay entry
-    interrupted: bool = False  # barge-in: the user is talking over it
-    cancel_sent: bool = False
-
-    def audio_item(self, item_id: str) -> _AudioItem:
-        for item in reversed(self.audio):
-            if item.item_id == item_id:
-                return item
-        item = _AudioItem(item_id)
-        self.audio.append(item)
-        return item
-
-    def add_call(self, call_id: str, name: str, arguments: str | None) -> None:
-        if call_id and call_id not in self.calls:
-            self.calls[call_id] = ev.RequestedCall(call_id, name, arguments)
-            self.order.append(("call", call_id))
-
-    def text_parts(self, item_id: str) -> list[str]:
-        parts = self.texts.get(item_id)
-        if parts is None:
-            parts = self.texts[item_id] = []
-            self.order.append(("text", item_id))
-        return parts
+Handler = Callable[[Mapping[str, Any]], list[ev.UpstreamEvent]]
 
 
 class RealtimeCodec:
@@ -170,18 +94,22 @@ class RealtimeCodec:
         self.completed_responses = 0  # progress: the transport bounds reconnects between them
         self.replay = ReplayLog()
         for item in config.history:
-            kind = "system" if item.role == "tool" else item.role
-            self.replay.add(Entry(kind, item.text))
-        self._active: _Response | None = None
-        self._requested = False  # response.create sent, response.created not yet seen
+            self.replay.add(Entry("system" if item.role == "tool" else item.role, item.text))
+        self.uplink = Uplink()
+        self._config_sent = ""  # the last session.update built for the server
+        self._active: ResponseState | None = None
+        self._requested = ""  # event id of a response.create whose response.created is awaited
+        self._requests = 0
+        self._last_request = ""
         self._want_response = False
-        self._recent: OrderedDict[str, _Response] = OrderedDict()
+        self._cancel_next = False  # the client cancelled a response that was not created yet
+        self._commit_pending = False  # push-to-talk released while offline
+        # One of our items reached the conversation after the active response had started.
+        self._unseen_input = False
+        self._recent: OrderedDict[str, ResponseState] = OrderedDict()
         self._seen_calls: OrderedDict[str, None] = OrderedDict()
         self._awaiting: dict[str, set[str]] = {}  # response id → calls without an output
-        self._uplink = bytearray()
-        self._uncommitted = 0
-        self._offline_audio = bytearray()
-        self._handlers: dict[str, Callable[[Mapping[str, Any]], list[ev.UpstreamEvent]]] = {
+        self._handlers: dict[str, Handler] = {
             "session.created": self._session_created,
             "session.updated": self._session_updated,
             "response.created": self._response_created,
@@ -205,21 +133,21 @@ class RealtimeCodec:
             "error": self._error,
         }
 
-    # -- properties the shell reads ------------------------------------------------------------
-
     @property
     def active_response_id(self) -> str | None:
         return None if self._active is None else self._active.response_id
 
     def session_update(self) -> str:
-        return wire.session_update(
-            session_config(
+        """The ``session.update`` for the current mode and instructions (remembered as sent)."""
+        self._config_sent = wire.session_update(
+            wire.session_config(
                 self.config,
                 self.mode,
                 self.instructions,
                 transcription_model=self.transcription_model,
             )
         )
+        return self._config_sent
 
     # -- server → session ----------------------------------------------------------------------
 
@@ -239,10 +167,15 @@ class RealtimeCodec:
         if r is None or r.response_id != event.get("response_id"):
             return []
         item = r.audio_item(str(event.get("item_id", "")))
+        delta = event.get("delta") or ""
         if r.interrupted:  # not forwarded, but the item is longer than what the user got
-            item.received += len(event.get("delta") or "") * 3 // 4
+            item.received += len(delta) * 3 // 4
             return []
-        pcm = base64.b64decode(event.get("delta") or "")
+        try:
+            pcm = base64.b64decode(delta, validate=True)
+        except (binascii.Error, ValueError, TypeError):
+            self.notes.append(("upstream_audio_unreadable", {"response": r.response_id}))
+            return []
         item.received += len(pcm)
         item.forwarded += len(pcm)
         return [ev.AudioDelta(r.response_id, pcm)]
@@ -265,50 +198,61 @@ class RealtimeCodec:
     def _response_created(self, event: Mapping[str, Any]) -> list[ev.UpstreamEvent]:
         response_id = str((event.get("response") or {}).get("id", ""))
         out: list[ev.UpstreamEvent] = []
-        if self._active is not None:  # never seen in practice: close the old one first
-            out.append(ev.ResponseDone(self._active.response_id, "cancelled"))
-        self._requested = False
-        r = self._active = _Response(response_id)
+        old = self._active
+        if old is not None:  # never seen in practice: end the old one first, once
+            old.ended = True
+            out.append(ev.ResponseDone(old.response_id, "cancelled"))
+        self._requested = ""
+        self._unseen_input = False  # a new response sees everything added so far
+        r = self._active = ResponseState(response_id)
         self._recent[response_id] = r
         while len(self._recent) > _RECENT_RESPONSES:
             self._recent.popitem(last=False)
         out.append(ev.ResponseStarted(response_id))
+        if self._cancel_next:
+            self._cancel_next = False
+            self._cancel(r, by_client=True)
         return out
 
-    def _current(self, event: Mapping[str, Any]) -> _Response | None:
+    def _current(self, event: Mapping[str, Any]) -> ResponseState | None:
         r = self._active
         return r if r is not None and r.response_id == event.get("response_id") else None
+
+    def _text_parts(self, r: ResponseState, item_id: str) -> list[str]:
+        parts = r.texts.get(item_id)
+        if parts is None:
+            parts = r.texts[item_id] = []
+            r.entries[item_id] = self.replay.add(Entry("assistant", item_id=item_id))
+        return parts
 
     def _transcript_delta(self, event: Mapping[str, Any]) -> list[ev.UpstreamEvent]:
         r = self._current(event)
         if r is None:
             return []
         delta = str(event.get("delta", ""))
-        r.text_parts(str(event.get("item_id", ""))).append(delta)
-        if r.interrupted:
-            return []
-        return [ev.TranscriptDelta("assistant", delta, r.response_id)]
+        self._text_parts(r, str(event.get("item_id", ""))).append(delta)
+        return [] if r.interrupted else [ev.TranscriptDelta("assistant", delta, r.response_id)]
 
     def _transcript_done(self, event: Mapping[str, Any]) -> list[ev.UpstreamEvent]:
         r = self._current(event)
-        if r is None or r.interrupted:
+        if r is None:
             return []
         text = str(event.get("transcript", ""))
-        r.texts[str(event.get("item_id", ""))] = [text]
-        return [ev.TranscriptDone("assistant", text, r.response_id)]
+        self._text_parts(r, str(event.get("item_id", "")))[:] = [text]
+        return [] if r.interrupted else [ev.TranscriptDone("assistant", text, r.response_id)]
 
     def _text_delta(self, event: Mapping[str, Any]) -> list[ev.UpstreamEvent]:
         r = self._current(event)
         if r is None:
             return []
         delta = str(event.get("delta", ""))
-        r.text_parts(str(event.get("item_id", ""))).append(delta)
+        self._text_parts(r, str(event.get("item_id", ""))).append(delta)
         return [] if r.interrupted else [ev.TextDelta(r.response_id, delta)]
 
     def _text_done(self, event: Mapping[str, Any]) -> list[ev.UpstreamEvent]:
         r = self._current(event)
         if r is not None:
-            r.texts[str(event.get("item_id", ""))] = [str(event.get("text", ""))]
+            self._text_parts(r, str(event.get("item_id", "")))[:] = [str(event.get("text", ""))]
         return []
 
     def _audio_done(self, event: Mapping[str, Any]) -> list[ev.UpstreamEvent]:
@@ -317,13 +261,19 @@ class RealtimeCodec:
             r.audio_item(str(event.get("item_id", ""))).done = True
         return []
 
+    def _add_call(self, r: ResponseState, call_id: str, name: str, arguments: Any) -> None:
+        if not call_id or call_id in r.calls:
+            return
+        r.calls[call_id] = ev.RequestedCall(call_id, name, arguments)
+        if call_id not in self._seen_calls:  # in the conversation, in the server's order
+            text = arguments if isinstance(arguments, str) else ""
+            self.replay.add(Entry("call", text, call_id=call_id, name=name))
+
     def _call_done(self, event: Mapping[str, Any]) -> list[ev.UpstreamEvent]:
         r = self._current(event)
         if r is not None:
-            r.add_call(
-                str(event.get("call_id", "")),
-                str(event.get("name", "")),
-                event.get("arguments"),
+            self._add_call(
+                r, str(event.get("call_id", "")), str(event.get("name", "")), event.get("arguments")
             )
         return []
 
@@ -331,28 +281,36 @@ class RealtimeCodec:
         r = self._current(event)
         item = event.get("item") or {}
         if r is not None and item.get("type") == "function_call":
-            r.add_call(
-                str(item.get("call_id", "")), str(item.get("name", "")), item.get("arguments")
+            self._add_call(
+                r, str(item.get("call_id", "")), str(item.get("name", "")), item.get("arguments")
             )
         return []
 
     def _response_done(self, event: Mapping[str, Any]) -> list[ev.UpstreamEvent]:
         response = event.get("response") or {}
         response_id = str(response.get("id", ""))
-        r = self._recent.get(response_id) or _Response(response_id)
+        r = self._recent.get(response_id)
+        if r is None or r.ended:
+            # Never announced to the session, or already ended for it: nothing to tell.
+            self.notes.append(("upstream_response_done_ignored", {"response": response_id}))
+            return []
+        r.ended = True
         if self._active is r:
             self._active = None
         for item in response.get("output") or ():
             if isinstance(item, Mapping) and item.get("type") == "function_call":
-                r.add_call(
-                    str(item.get("call_id", "")), str(item.get("name", "")), item.get("arguments")
+                self._add_call(
+                    r,
+                    str(item.get("call_id", "")),
+                    str(item.get("name", "")),
+                    item.get("arguments"),
                 )
         raw_status = str(response.get("status", "completed"))
         details = response.get("status_details") or {}
         status: ev.ResponseStatus
         if raw_status == "cancelled":
             interrupted = r.interrupted or details.get("reason") == "turn_detected"
-            status = "interrupted" if interrupted else "cancelled"
+            status = "interrupted" if interrupted and not r.cancelled_by_client else "cancelled"
         elif raw_status == "failed":
             status = "failed"
         else:  # completed, or incomplete (max_output_tokens, content_filter): what came is kept
@@ -360,13 +318,14 @@ class RealtimeCodec:
             self.completed_responses += 1
             if raw_status == "incomplete":
                 self.notes.append(("response_incomplete", {"reason": details.get("reason")}))
+        for item_id, entry in r.entries.items():
+            entry.text = r.heard_text(item_id)
         out: list[ev.UpstreamEvent] = []
         calls = [c for c in r.calls.values() if c.call_id not in self._seen_calls]
         for call in calls:
             self._seen_calls[call.call_id] = None
         while len(self._seen_calls) > _SEEN_CALLS:
             self._seen_calls.popitem(last=False)
-        self._log_response(r, {c.call_id for c in calls})
         if calls and status == "completed":
             self._awaiting[response_id] = {c.call_id for c in calls}
             out.append(ev.ToolCallsRequested(response_id, tuple(calls)))
@@ -374,7 +333,7 @@ class RealtimeCodec:
             # Never run a call of a cancelled or failed response; answer it so the model does
             # not wait for it in later turns.
             for call in calls:
-                self._add_output(call.call_id, NOT_RUN_OUTPUT)
+                self._add_item(Entry("output", NOT_RUN_OUTPUT, call_id=call.call_id))
             self.notes.append(("tool_calls_skipped", {"calls": [c.call_id for c in calls]}))
         if status == "failed":
             error = details.get("error") or {}
@@ -387,17 +346,6 @@ class RealtimeCodec:
             self.request_response()
         return out
 
-    def _log_response(self, r: _Response, new_calls: set[str]) -> None:
-        for kind, key in r.order:
-            if kind == "text":
-                text = "".join(r.texts.get(key, ())).strip()
-                if text:
-                    r.entries[key] = self.replay.add(Entry("assistant", text, item_id=key))
-            elif key in new_calls:
-                call = r.calls[key]
-                arguments = call.arguments if isinstance(call.arguments, str) else ""
-                self.replay.add(Entry("call", arguments, call_id=key, name=call.name))
-
     def _speech_started(self, event: Mapping[str, Any]) -> list[ev.UpstreamEvent]:
         r = self._active
         if r is not None and not r.interrupted:
@@ -407,17 +355,20 @@ class RealtimeCodec:
         return [ev.SpeechStarted()]
 
     def _committed(self, event: Mapping[str, Any]) -> list[ev.UpstreamEvent]:
-        self._uncommitted = 0
+        self.uplink.committed()
         return []
 
     def _item_added(self, event: Mapping[str, Any]) -> list[ev.UpstreamEvent]:
         item = event.get("item") or {}
-        if item.get("role") == "user" and any(
-            isinstance(part, Mapping) and part.get("type") == "input_audio"
-            for part in item.get("content") or ()
-        ):
-            # Filled with the transcript when it arrives (possibly after the reply started).
-            self.replay.add(Entry("user", item_id=str(item.get("id", ""))))
+        if item.get("type") == "function_call_output" or item.get("role") == "system":
+            self._unseen_input = self._unseen_input or self._active is not None
+        elif item.get("role") == "user":
+            parts = [p for p in item.get("content") or () if isinstance(p, Mapping)]
+            if any(p.get("type") == "input_audio" for p in parts):
+                # Filled with the transcript when it arrives (possibly after the reply started).
+                self.replay.add(Entry("user", item_id=str(item.get("id", ""))))
+            else:
+                self._unseen_input = self._unseen_input or self._active is not None
         return []
 
     def _user_delta(self, event: Mapping[str, Any]) -> list[ev.UpstreamEvent]:
@@ -443,9 +394,16 @@ class RealtimeCodec:
             self.expired = True
             self.notes.append(("upstream_session_expired", {"session": self.session_id}))
             return []
-        if code == "conversation_already_has_active_response":
-            self._requested = False  # the response already running answers instead
-        if code in _QUIET_ERRORS or code == "invalid_tool_call_id":
+        already_active = code == "conversation_already_has_active_response"
+        ours = bool(self._last_request) and error.get("event_id") == self._last_request
+        if ours or (already_active and self._requested):
+            # Our response.create was refused: the response.created seen since (if any) was
+            # the server's own (VAD), not ours.
+            self._requested = ""
+            if already_active and self._unseen_input:
+                # The running response started before our input arrived: it cannot answer it.
+                self._want_response = True
+        if code in _QUIET_ERRORS:
             self.notes.append(("upstream_error_ignored", {"code": code, "detail": message}))
             return []
         return [ev.UpstreamNotice(code, message)]
@@ -458,46 +416,34 @@ class RealtimeCodec:
 
     def audio(self, pcm: bytes) -> None:
         if not self.connected:
-            self._offline_audio += pcm
-            if len(self._offline_audio) > OFFLINE_AUDIO_BYTES:
-                del self._offline_audio[: len(self._offline_audio) - OFFLINE_AUDIO_BYTES]
+            self.uplink.keep_offline(pcm)
             return
-        uplink = self._uplink
-        if not uplink and len(pcm) >= MIN_APPEND_BYTES:
-            self._append(pcm)  # a whole frame: no copy
-            return
-        uplink += pcm
-        if len(uplink) >= MIN_APPEND_BYTES:
-            self._append(bytes(uplink))
-            uplink.clear()
-
-    def _append(self, pcm: bytes) -> None:
-        self._uncommitted += len(pcm)
-        self.outbox.append(wire.audio_append(base64.b64encode(pcm).decode("ascii")))
+        chunk = self.uplink.take(pcm)
+        if chunk is not None:
+            self.outbox.append(wire.audio_append(base64.b64encode(chunk).decode("ascii")))
 
     def commit(self) -> None:
         """Push-to-talk end of utterance: the model answers what it heard."""
         if not self.connected:
-            self.request_response()
+            self._commit_pending = True  # resume() commits the buffered utterance
             return
-        if self._uplink:
-            self._append(bytes(self._uplink))
-            self._uplink.clear()
-        if self._uncommitted >= MIN_COMMIT_BYTES:
-            self._uncommitted = 0
-            self._send(wire.audio_commit())
+        chunk = self.uplink.flush()
+        if chunk is not None:
+            self.outbox.append(wire.audio_append(base64.b64encode(chunk).decode("ascii")))
+        if self.uplink.uncommitted >= MIN_COMMIT_BYTES:
+            self.uplink.committed()
+            self.outbox.append(wire.audio_commit())
             self.request_response()
 
     def clear(self) -> None:
-        self._uplink.clear()
-        self._offline_audio.clear()
-        self._uncommitted = 0
+        self.uplink.clear()
+        self._commit_pending = False
         self._send(wire.audio_clear())
 
     def user_text(self, text: str) -> None:
         r = self._active
         if r is not None and not r.interrupted:
-            self._cancel(r)  # a new message supersedes the answer in progress
+            self._cancel(r, by_client=True)  # a new message supersedes the answer in progress
         self._add_item(Entry("user", text))
         self.request_response()
 
@@ -512,7 +458,7 @@ class RealtimeCodec:
             if response_id is None:
                 self.notes.append(("tool_result_ignored", {"call_id": result.call_id}))
                 continue
-            self._add_output(result.call_id, _json(result.envelope))
+            self._add_item(Entry("output", _json(result.envelope), call_id=result.call_id))
             waiting = self._awaiting[response_id]
             waiting.discard(result.call_id)
             if not waiting:
@@ -530,9 +476,12 @@ class RealtimeCodec:
         self.request_response()
 
     def cancel(self) -> None:
+        """The client's ``response.cancel``: stop the answer in progress (or about to start)."""
         self._want_response = False
         if self._active is not None:
-            self._cancel(self._active)
+            self._cancel(self._active, by_client=True)
+        elif self._requested:
+            self._cancel_next = True
 
     def cancel_overdue(self, response_id: str) -> None:
         """The server has not cancelled an interrupted response by itself: do it."""
@@ -546,35 +495,43 @@ class RealtimeCodec:
             return
         remaining = max(0, played_ms)
         for item in r.audio:
-            forwarded_ms = item.forwarded // wire.AUDIO_BYTES_PER_MS
-            heard = min(remaining, forwarded_ms)  # never more than the user could have heard
+            heard = min(remaining, item.forwarded_ms)  # never more than the user could hear
             remaining -= heard
             if heard <= 0:
                 break  # this item (and any after it) was not heard at all: nothing to cut
-            if item.done and heard >= item.received // wire.AUDIO_BYTES_PER_MS:
+            if item.done and heard >= item.received_ms:
                 continue  # played to its end
+            item.heard_ms = heard
             self._send(wire.truncate(item.item_id, heard))
             entry = r.entries.get(item.item_id)
-            total_ms = item.received // wire.AUDIO_BYTES_PER_MS
-            if entry is not None and total_ms > 0:
-                entry.text = _heard_words(entry.text, heard / total_ms)
+            if entry is not None and r.ended:  # else cut when the response ends
+                entry.text = r.heard_text(item.item_id)
             break
 
     def update(self, *, mode: Mode | None = None, instructions: str | None = None) -> None:
-        if mode is not None:
+        if mode is not None and mode != self.mode:
             self.mode = mode
+            if mode == "text":  # audio the server holds would start a voice turn later
+                self.clear()
         if instructions is not None:
             self.instructions = instructions
-        self._send(self.session_update())
+        if self.connected:
+            self.outbox.append(self.session_update())
+        # Offline: resume() sends it if it differs from what the new session was given.
 
     def request_response(self) -> None:
         if not self.connected or self._active is not None or self._requested:
             self._want_response = True
             return
-        self._requested = True
-        self.outbox.append(wire.response_create())
+        self.outbox.append(self._response_create())
 
-    def _cancel(self, r: _Response) -> None:
+    def _response_create(self) -> str:
+        self._requests += 1
+        self._requested = self._last_request = f"{_RESPONSE_CREATE_ID}{self._requests}"
+        return wire.response_create(self._requested)
+
+    def _cancel(self, r: ResponseState, *, by_client: bool = False) -> None:
+        r.cancelled_by_client = r.cancelled_by_client or by_client
         if not r.cancel_sent:
             r.cancel_sent = True
             self._send(wire.response_cancel(r.response_id))
@@ -583,45 +540,52 @@ class RealtimeCodec:
         self.replay.add(entry)
         self._send(wire.item_create(entry.item()))
 
-    def _add_output(self, call_id: str, output: str) -> None:
-        self._add_item(Entry("output", output, call_id=call_id))
-
     # -- connection changes ----------------------------------------------------------------------
 
     def connection_lost(self) -> list[ev.UpstreamEvent]:
         """The socket is gone: end the response in flight; keep everything else for ``resume``."""
         self.connected = False
         self.outbox.clear()
-        self._offline_audio[:0] = self._uplink
-        self._uplink.clear()
-        self._uncommitted = 0
+        self.uplink.lost()
         out: list[ev.UpstreamEvent] = []
         r, self._active = self._active, None
-        if r is not None:
-            out.append(ev.ResponseDone(r.response_id, "interrupted"))
-            self._want_response = True  # the model answers again on the new connection
+        if r is not None and not r.ended:
+            r.ended = True
+            for item_id, entry in r.entries.items():
+                entry.text = r.heard_text(item_id)
+            out.append(
+                ev.ResponseDone(
+                    r.response_id, "cancelled" if r.cancelled_by_client else "interrupted"
+                )
+            )
+            if not (r.cancel_sent or r.interrupted):
+                self._want_response = True  # cut by the network: the model answers again
         if self._requested:
-            self._requested = False
-            self._want_response = True
+            self._requested = ""
+            self._want_response = self._want_response or not self._cancel_next
+        self._cancel_next = False
         return out
 
     def resume(self) -> list[str]:
-        """Frames that rebuild the conversation on a new connection, after ``session.updated``."""
+        """Frames that rebuild the state on a new connection, after its ``session.updated``."""
         self.connected = True
         self.expired = False
-        frames = [wire.item_create(item) for item in self.replay.items()]
-        audio, self._offline_audio = bytes(self._offline_audio), bytearray()
-        for start in range(0, len(audio), 50 * MIN_APPEND_BYTES):  # 1 s per append
-            self._uncommitted += len(audio[start : start + 50 * MIN_APPEND_BYTES])
-            frames.append(
-                wire.audio_append(
-                    base64.b64encode(audio[start : start + 50 * MIN_APPEND_BYTES]).decode()
-                )
-            )
+        frames: list[str] = []
+        configured, current = self._config_sent, self.session_update()
+        if current != configured:  # the mode or instructions changed during the handshake
+            frames.append(current)
+        frames.extend(wire.item_create(item) for item in self.replay.items())
+        for chunk in self.uplink.replay():
+            frames.append(wire.audio_append(base64.b64encode(chunk).decode("ascii")))
+        if self._commit_pending:
+            self._commit_pending = False
+            if self.uplink.uncommitted >= MIN_COMMIT_BYTES:
+                self.uplink.committed()
+                frames.append(wire.audio_commit())
+                self._want_response = True
         if self._want_response:
             self._want_response = False
-            self._requested = True
-            frames.append(wire.response_create())
+            frames.append(self._response_create())
         return frames
 
 
@@ -643,8 +607,3 @@ _IGNORED_PREFIXES = (
 
 def _json(value: Mapping[str, Any]) -> str:
     return orjson.dumps(value, default=dict).decode()
-
-
-def _heard_words(text: str, fraction: float) -> str:
-    words = text.split()
-    return " ".join(words[: round(len(words) * min(1.0, fraction))])

@@ -26,6 +26,7 @@ RECENT_ITEMS = 24
 # Entries kept at all (the summary only needs the last few hundred).
 MAX_ENTRIES = 400
 SUMMARY_LINE_CHARS = 200
+MAX_ENTRY_CHARS = 16_000
 SUMMARY_CHARS = 4000
 
 
@@ -69,6 +70,8 @@ class ReplayLog:
         return len(self._entries)
 
     def add(self, entry: Entry) -> Entry:
+        if len(entry.text) > MAX_ENTRY_CHARS:  # a huge tool result is not kept whole
+            entry.text = entry.text[:MAX_ENTRY_CHARS] + " …[cut]"
         self._entries.append(entry)
         return entry
 
@@ -85,18 +88,20 @@ class ReplayLog:
         """What to create in a new session: a summary of the old part, then the recent items."""
         entries = [e for e in self._entries if e.text or e.kind in ("call", "output")]
         cut = max(0, len(entries) - self.recent_items)
-        # Never start the verbatim part with a tool output whose call is summarised: the server
-        # refuses an output for a call it does not know (invalid_tool_call_id).
-        recent_calls = {e.call_id for e in entries[cut:] if e.kind == "call"}
-        while cut < len(entries) and (
-            entries[cut].kind == "output" and entries[cut].call_id not in recent_calls
-        ):
-            cut += 1
+        # A tool output is replayed only together with its call (the server refuses an output
+        # for a call it does not know): the verbatim part reaches back to the calls of its
+        # outputs, and an output whose call is gone entirely is only summarised.
+        calls = {e.call_id: n for n, e in enumerate(entries) if e.kind == "call"}
+        for entry in entries[cut:]:
+            if entry.kind == "output" and entry.call_id in calls:
+                cut = min(cut, calls[entry.call_id])
+        recent = [e for e in entries[cut:] if e.kind != "output" or e.call_id in calls]
+        orphans = [e for e in entries[cut:] if e.kind == "output" and e.call_id not in calls]
         items: list[wire.Item] = []
-        summary = _summary(entries[:cut])
+        summary = _summary(entries[:cut] + orphans)
         if summary:
             items.append(wire.system_text_item(summary))
-        items.extend(e.item() for e in entries[cut:])
+        items.extend(e.item() for e in recent)
         return items
 
 

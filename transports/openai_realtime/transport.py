@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import structlog
 from openai import AsyncOpenAI, OpenAIError
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI, WebSocketException
 
 from transports import events as ev
 from transports.base import (
@@ -84,10 +84,11 @@ class OpenAIRealtimeTransport:
         resumable=True,
     )
 
-    def __init__(self, options: RealtimeOptions) -> None:
+    def __init__(self, options: RealtimeOptions, *, client: AsyncOpenAI | None = None) -> None:
+        """``client``: an SDK client to connect with; by default one shared per configuration."""
         self.options = options
         self._codec: RealtimeCodec | None = None
-        self._client: AsyncOpenAI | None = None
+        self._client: AsyncOpenAI | None = client
         self._conn: AsyncRealtimeConnection | None = None
         self._model = options.model
         self._queue: asyncio.Queue[ev.UpstreamEvent | None] = asyncio.Queue()
@@ -108,9 +109,10 @@ class OpenAIRealtimeTransport:
         self._log = _log.bind(session_id=config.session_id, model=self._model)
         self._codec = RealtimeCodec(config, transcription_model=self.options.transcription_model)
         try:
-            self._client = _shared_client(
-                self.options.api_key, self.options.base_url, self.options.ws_url
-            )
+            if self._client is None:
+                self._client = _shared_client(
+                    self.options.api_key, self.options.base_url, self.options.ws_url
+                )
         except OpenAIError as exc:
             raise TransportError(f"OpenAI client: {exc}") from None
         self._conn = await self._open()
@@ -161,14 +163,16 @@ class OpenAIRealtimeTransport:
         self._closing = True
         for timer in self._timers:
             timer.cancel()
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                await conn.close()
+        # The reader first: it may be reconnecting, and must not open anything new.
         if self._reader is not None:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reader
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(2):
+                    await conn.close()
         for task in list(self._side_tasks):
             task.cancel()
         self._queue.put_nowait(None)
@@ -218,16 +222,23 @@ class OpenAIRealtimeTransport:
                 f"OpenAI Realtime refused the connection: HTTP {status}",
                 retryable=status >= 500 or status == 429,
             )
-        if isinstance(exc, OSError | InvalidHandshake | ConnectionClosed):
+        if isinstance(exc, InvalidURI):
+            return TransportError(f"OpenAI Realtime URL is not a WebSocket URL: {exc}")
+        if isinstance(exc, OSError | WebSocketException):
             return TransportError(f"cannot reach OpenAI Realtime: {exc}", retryable=True)
         if isinstance(exc, OpenAIError):
             return TransportError(f"OpenAI Realtime: {exc}")
-        return None
+        if isinstance(exc, Exception):  # translated at the boundary: callers see one type
+            return TransportError(f"OpenAI Realtime connection failed: {exc!r}")
+        return None  # cancellation and the like propagate
 
     @staticmethod
     async def _expect(conn: AsyncRealtimeConnection, kind: str) -> dict[str, Any]:
         while True:
-            event = orjson.loads(await conn.recv_bytes())
+            try:
+                event = orjson.loads(await conn.recv_bytes())
+            except orjson.JSONDecodeError:
+                continue  # a proxy's error page or noise: the handshake goes on or times out
             if not isinstance(event, dict):
                 continue
             if event.get("type") == kind:
@@ -269,7 +280,12 @@ class OpenAIRealtimeTransport:
                     continue
                 if not isinstance(event, dict):
                     continue
-                for neutral in codec.receive(event):
+                try:
+                    neutrals = codec.receive(event)
+                except Exception:  # one malformed event must not end the session
+                    self._log.exception("upstream_event_unreadable", type=str(event.get("type")))
+                    continue
+                for neutral in neutrals:
                     put(neutral)
                     if isinstance(neutral, ev.SpeechStarted):
                         self._guard_barge_in()

@@ -15,6 +15,8 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 import orjson
 
+from transports.base import Mode, UpstreamConfig
+
 __all__ = [
     "AUDIO_BYTES_PER_MS",
     "AUDIO_RATE",
@@ -34,6 +36,7 @@ __all__ = [
     "item_create",
     "response_cancel",
     "response_create",
+    "session_config",
     "session_update",
     "system_text_item",
     "truncate",
@@ -167,9 +170,12 @@ def item_create(item: Item) -> str:
     return _json({"type": "conversation.item.create", "item": item})
 
 
-def response_create() -> str:
+def response_create(event_id: str | None = None) -> str:
     # No overrides: the session's tools and tool_choice "auto" (never "required": it loops).
-    return '{"type":"response.create"}'
+    # The event id comes back in error.event_id if the server refuses this response.
+    if event_id is None:
+        return '{"type":"response.create"}'
+    return _json({"type": "response.create", "event_id": event_id})
 
 
 def response_cancel(response_id: str | None = None) -> str:
@@ -217,3 +223,42 @@ def function_tools(declarations: Sequence[Mapping[str, Any]]) -> list[FunctionTo
             }
         )
     return tools
+
+
+def session_config(
+    config: UpstreamConfig,
+    mode: Mode,
+    instructions: str,
+    *,
+    transcription_model: str = DEFAULT_TRANSCRIPTION_MODEL,
+) -> SessionConfig:
+    """The GA ``session.update`` body for this session in ``mode``."""
+    voice = mode == "voice"
+    pcm: AudioFormat = {"type": "audio/pcm", "rate": AUDIO_RATE}
+    transcription: Transcription | None = None
+    if voice:
+        transcription = {"model": transcription_model}
+        if config.locale:
+            transcription["language"] = config.locale.split("-")[0].lower()
+    output: AudioOutput = {"format": pcm}
+    if config.voice:
+        output["voice"] = config.voice
+    return {
+        "type": "realtime",
+        "instructions": instructions,
+        "output_modalities": ["audio"] if voice else ["text"],
+        "audio": {
+            "input": {
+                "format": pcm,
+                "turn_detection": (
+                    {"type": "server_vad", "create_response": True, "interrupt_response": True}
+                    if voice
+                    else None
+                ),
+                "transcription": transcription,
+            },
+            "output": output,
+        },
+        "tools": function_tools([t.provider_schemas["openaiRealtime"] for t in config.tools]),
+        "tool_choice": "auto",
+    }

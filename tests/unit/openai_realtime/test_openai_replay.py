@@ -36,16 +36,37 @@ def test_a_long_conversation_starts_with_a_summary_of_the_old_part() -> None:
     assert items[1]["content"][0]["text"] == "question 8"
 
 
-def test_the_verbatim_part_never_starts_with_an_orphan_tool_output() -> None:
+def test_the_verbatim_part_reaches_back_to_the_calls_of_its_outputs() -> None:
     log = ReplayLog(recent_items=2)
     log.add(Entry("user", "weather?"))
     log.add(Entry("call", '{"city":"Paris"}', call_id="call_a", name="get_weather"))
     log.add(Entry("output", '{"ok":true}', call_id="call_a"))
     log.add(Entry("assistant", "Sunny."))
     items = log.items()
+    assert [i["type"] for i in items] == [
+        "message",
+        "function_call",
+        "function_call_output",
+        "message",
+    ]
+    assert items[0]["role"] == "system"
+    assert "- user: weather?" in items[0]["content"][0]["text"]
+
+
+def test_an_output_whose_call_is_gone_is_only_summarised() -> None:
+    log = ReplayLog(recent_items=4)
+    log.add(Entry("output", '{"ok":true}', call_id="call_old"))
+    log.add(Entry("assistant", "Done."))
+    items = log.items()
     assert [i["type"] for i in items] == ["message", "message"]
-    assert "called get_weather" in items[0]["content"][0]["text"]
-    assert "tool result call_a" in items[0]["content"][0]["text"]
+    assert "tool result call_old" in items[0]["content"][0]["text"]
+
+
+def test_a_huge_entry_is_cut() -> None:
+    log = ReplayLog()
+    entry = log.add(Entry("output", "x" * 100_000, call_id="call_a"))
+    assert len(entry.text) < 17_000
+    assert entry.text.endswith("…[cut]")
 
 
 def test_the_summary_is_bounded_and_keeps_the_newest_lines() -> None:

@@ -1,0 +1,99 @@
+"""User audio on its way up: batching, what the server may still hold, and what waits offline.
+
+Pure. Appends of at least 20 ms go up as they are; smaller pieces are gathered first. The audio
+sent since the server last committed its input buffer is remembered (bounded): if the socket
+drops mid-utterance, the new session gets the whole utterance again, not only its second half.
+While offline, audio is kept (bounded, newest first) and sent once the new session is ready.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from transports.openai_realtime import wire
+
+__all__ = ["MIN_APPEND_BYTES", "MIN_COMMIT_BYTES", "OFFLINE_AUDIO_BYTES", "Uplink"]
+
+# Uplink audio is sent in appends of at least 20 ms.
+MIN_APPEND_BYTES = 20 * wire.AUDIO_BYTES_PER_MS
+# A commit of less than 100 ms is refused by the server (input_audio_buffer_commit_empty).
+MIN_COMMIT_BYTES = 100 * wire.AUDIO_BYTES_PER_MS
+# Audio kept while the upstream reconnects, and of an utterance the server had not committed.
+OFFLINE_AUDIO_BYTES = 15_000 * wire.AUDIO_BYTES_PER_MS
+UNCOMMITTED_TAIL_BYTES = 10_000 * wire.AUDIO_BYTES_PER_MS
+# Offline audio goes up in appends of one second.
+REPLAY_APPEND_BYTES = 1000 * wire.AUDIO_BYTES_PER_MS
+
+
+class Uplink:
+    def __init__(self) -> None:
+        self._pending = bytearray()
+        self._tail: deque[bytes] = deque()
+        self._tail_bytes = 0
+        self._offline = bytearray()
+        self.uncommitted = 0  # bytes appended since the server's buffer was last committed
+
+    def take(self, pcm: bytes) -> bytes | None:
+        """Online: the chunk to append now (at least 20 ms), or None while gathering."""
+        if not self._pending and len(pcm) >= MIN_APPEND_BYTES:
+            chunk = pcm  # a whole frame: no copy
+        else:
+            self._pending += pcm
+            if len(self._pending) < MIN_APPEND_BYTES:
+                return None
+            chunk = bytes(self._pending)
+            self._pending.clear()
+        self._appended(chunk)
+        return chunk
+
+    def flush(self) -> bytes | None:
+        """Whatever is gathered, however short (before a commit)."""
+        if not self._pending:
+            return None
+        chunk = bytes(self._pending)
+        self._pending.clear()
+        self._appended(chunk)
+        return chunk
+
+    def _appended(self, chunk: bytes) -> None:
+        self.uncommitted += len(chunk)
+        self._tail.append(chunk)
+        self._tail_bytes += len(chunk)
+        while self._tail_bytes > UNCOMMITTED_TAIL_BYTES:
+            self._tail_bytes -= len(self._tail.popleft())
+
+    def committed(self) -> None:
+        """The server committed (or cleared) its input buffer."""
+        self.uncommitted = 0
+        self._tail.clear()
+        self._tail_bytes = 0
+
+    def clear(self) -> None:
+        self.committed()
+        self._pending.clear()
+        self._offline.clear()
+
+    def keep_offline(self, pcm: bytes) -> None:
+        self._offline += pcm
+        if len(self._offline) > OFFLINE_AUDIO_BYTES:
+            del self._offline[: len(self._offline) - OFFLINE_AUDIO_BYTES]
+
+    def lost(self) -> None:
+        """The socket is gone: what the server held uncommitted is sent again, first."""
+        held = b"".join(self._tail) + self._pending
+        self._offline[:0] = held
+        if len(self._offline) > OFFLINE_AUDIO_BYTES:
+            del self._offline[: len(self._offline) - OFFLINE_AUDIO_BYTES]
+        self._pending.clear()
+        self.committed()
+
+    def replay(self) -> list[bytes]:
+        """The offline audio, in appends, for a new connection (counted as uncommitted)."""
+        audio, self._offline = bytes(self._offline), bytearray()
+        chunks = [
+            audio[start : start + REPLAY_APPEND_BYTES]
+            for start in range(0, len(audio), REPLAY_APPEND_BYTES)
+        ]
+        for chunk in chunks:
+            self._appended(chunk)
+        return chunks
