@@ -7,7 +7,7 @@ import asyncio
 import dataclasses
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import aiohttp
@@ -20,6 +20,7 @@ from harness import (
     Gateway,
     GatewayFactory,
     b64,
+    model_results,
     token,
     types,
 )
@@ -27,7 +28,7 @@ from harness import (
 from gateway.app import make_transport
 from gateway.config import Settings
 from gateway.server import TRANSPORT_HEADROOM
-from transports.base import Transport, UpstreamConfig
+from transports.base import ToolResult, Transport, UpstreamConfig
 from transports.events import UpstreamEvent
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -113,6 +114,20 @@ class CrashingReaderTransport(DelegatingTransport):
         await self.crash.wait()
         raise RuntimeError("injected upstream reader bug")
         yield  # pragma: no cover  (makes this an async generator)
+
+
+class FailingFirstResultsTransport(DelegatingTransport):
+    """An upstream whose first ``send_tool_results`` fails with an unexpected exception."""
+
+    def __init__(self, inner: Transport) -> None:
+        super().__init__(inner)
+        self.failures = 0
+
+    async def send_tool_results(self, results: Sequence[ToolResult]) -> None:
+        if self.failures == 0:
+            self.failures += 1
+            raise RuntimeError("injected transport bug")
+        await super().send_tool_results(results)
 
 
 def wrapped(kind: type[DelegatingTransport]) -> Any:
@@ -705,3 +720,18 @@ async def test_default_limits_allow_100_sessions_from_one_address(gateway: Gatew
     assert len(ids) == 100
     assert time.monotonic() - begun < 30
     assert gateway.metric("gateway_sessions_ended_total", reason="client") == 100
+
+
+async def test_a_tool_batch_that_fails_inside_the_gateway_is_still_answered(
+    gateway_factory: GatewayFactory,
+) -> None:
+    gateway = await gateway_factory(transports=wrapped(FailingFirstResultsTransport))
+    async with gateway.session() as client:
+        await client.send("text.send", text="/tool get_current_time {}")
+        reply = (await client.until_reply())[-1]
+        await alive(client)
+    # The model got an INTERNAL result instead of waiting forever, and answered.
+    ((name, envelope),) = model_results(reply["text"])
+    assert name == "get_current_time"
+    assert envelope["ok"] is False
+    assert envelope["error"]["type"] == "INTERNAL"
