@@ -12,37 +12,13 @@ from typing import Any
 
 import orjson
 import pytest
+from realtime_kit import config, updated
 from websockets.exceptions import ConnectionClosedError
 from websockets.frames import Close
 
 from transports import events as ev
-from transports.base import ToolDeclaration, TransportError, UpstreamConfig
+from transports.base import TransportError
 from transports.openai_realtime.transport import OpenAIRealtimeTransport, RealtimeOptions
-
-WEATHER = ToolDeclaration(
-    "get_weather",
-    "Weather for a city.",
-    {
-        "openaiRealtime": {
-            "type": "function",
-            "name": "get_weather",
-            "description": "Weather for a city.",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-        }
-    },
-)
-
-
-def config(mode: str = "voice") -> UpstreamConfig:
-    return UpstreamConfig(mode=mode, instructions="Be brief.", tools=[WEATHER])  # type: ignore[arg-type]
-
-
-def updated_event(*, interrupt: bool = True) -> dict[str, Any]:
-    detection = {"type": "server_vad", "interrupt_response": interrupt, "create_response": True}
-    return {
-        "type": "session.updated",
-        "session": {"audio": {"input": {"turn_detection": detection}}},
-    }
 
 
 class FakeConn:
@@ -79,7 +55,7 @@ class FakeConn:
         self.frames.append(event)
         self.sent.set()
         if event["type"] == "session.update" and not self.sdk.hold_updated:
-            self.push(updated_event())
+            self.push(updated())
 
     async def close(self) -> None:
         self.closed = True
@@ -178,7 +154,7 @@ async def test_a_mode_switch_during_the_reconnect_handshake_reaches_the_new_sess
         run.sdk.hold_updated = False
         # session.update (text) is on its way; the client switches to voice meanwhile.
         await run.transport.update(mode="voice")
-        second.push(updated_event(interrupt=False))
+        second.push(updated(interrupt=False))
         await run.until(ev.UpstreamRecovered)
         updates = [f["session"] for f in second.frames if f["type"] == "session.update"]
         assert updates[-1]["output_modalities"] == ["audio"]
@@ -255,7 +231,7 @@ async def test_frames_queued_by_several_writers_after_a_reconnect_keep_their_ord
             run.transport.send_text("typed while offline"),
             run.transport.add_context("a pending message"),
         )
-        second.push(updated_event())
+        second.push(updated())
         await run.until(ev.UpstreamRecovered)
         await run.transport.send_text("typed after")
         items = [

@@ -3,123 +3,28 @@
 from __future__ import annotations
 
 import base64
-from typing import Any
 
 import orjson
 import pytest
-
-from transports import events as ev
-from transports.base import ConversationItem, ToolDeclaration, ToolResult, UpstreamConfig
-from transports.openai_realtime.codec import NOT_RUN_OUTPUT, RealtimeCodec
-from transports.openai_realtime.wire import session_config
-
-WEATHER = ToolDeclaration(
-    "get_weather",
-    "Weather for a city.",
-    {
-        "openaiRealtime": {
-            "type": "function",
-            "name": "get_weather",
-            "description": "Weather for a city.",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-        }
-    },
+from realtime_kit import (
+    WEATHER,
+    audio,
+    call_events,
+    config,
+    created,
+    done,
+    feed,
+    online,
+    result,
+    sent,
+    types,
+    updated,
 )
 
-
-def config(mode: str = "voice", **extra: Any) -> UpstreamConfig:
-    return UpstreamConfig(mode=mode, instructions="Be brief.", tools=[WEATHER], **extra)  # type: ignore[arg-type]
-
-
-def online(mode: str = "voice", **extra: Any) -> RealtimeCodec:
-    codec = RealtimeCodec(config(mode, **extra))
-    codec.receive({"type": "session.created", "session": {"id": "sess_1", "expires_at": 99}})
-    codec.receive(updated(interrupt=True))
-    codec.outbox.extend(codec.resume())
-    sent(codec)
-    return codec
-
-
-def updated(*, interrupt: bool) -> dict[str, Any]:
-    detection = {"type": "server_vad", "interrupt_response": interrupt, "create_response": True}
-    return {
-        "type": "session.updated",
-        "session": {"audio": {"input": {"turn_detection": detection}}},
-    }
-
-
-def sent(codec: RealtimeCodec) -> list[dict[str, Any]]:
-    """The frames queued so far (response.create's event id is checked on its own)."""
-    frames = [orjson.loads(f) for f in codec.outbox]
-    codec.outbox.clear()
-    for frame in frames:
-        if frame["type"] == "response.create":
-            assert frame.pop("event_id").startswith("gw_response_")
-    return frames
-
-
-def types(frames: list[dict[str, Any]]) -> list[str]:
-    return [f["type"] for f in frames]
-
-
-def created(rid: str) -> dict[str, Any]:
-    return {"type": "response.created", "response": {"id": rid, "status": "in_progress"}}
-
-
-def done(
-    rid: str, status: str = "completed", reason: str | None = None, **extra: Any
-) -> dict[str, Any]:
-    details = {"type": status, "reason": reason} if reason else None
-    return {
-        "type": "response.done",
-        "response": {"id": rid, "status": status, "status_details": details, "output": [], **extra},
-    }
-
-
-def audio(rid: str, item: str, ms: int) -> dict[str, Any]:
-    pcm = b"\x01\x00" * (24 * ms)
-    return {
-        "type": "response.output_audio.delta",
-        "response_id": rid,
-        "item_id": item,
-        "delta": base64.b64encode(pcm).decode(),
-    }
-
-
-def call_events(
-    rid: str, call_id: str, arguments: str = '{"city":"Paris"}'
-) -> list[dict[str, Any]]:
-    item = {
-        "type": "function_call",
-        "call_id": call_id,
-        "name": "get_weather",
-        "arguments": arguments,
-    }
-    return [
-        {
-            "type": "response.function_call_arguments.done",
-            "response_id": rid,
-            "call_id": call_id,
-            "name": "get_weather",
-            "arguments": arguments,
-        },
-        {
-            "type": "response.output_item.done",
-            "response_id": rid,
-            "item": {**item, "status": "completed"},
-        },
-    ]
-
-
-def feed(codec: RealtimeCodec, *events: dict[str, Any]) -> list[ev.UpstreamEvent]:
-    out: list[ev.UpstreamEvent] = []
-    for event in events:
-        out.extend(codec.receive(event))
-    return out
-
-
-def result(call_id: str, ok: bool = True) -> ToolResult:
-    return ToolResult(call_id, "get_weather", {"ok": ok, "data": {"temp_c": 21}})
+from transports import events as ev
+from transports.base import ConversationItem, ToolDeclaration, UpstreamConfig
+from transports.openai_realtime.codec import NOT_RUN_OUTPUT, RealtimeCodec
+from transports.openai_realtime.wire import session_config
 
 
 class TestSessionConfig:

@@ -5,135 +5,25 @@ Pure: server events as dicts, frames read from ``outbox``.
 
 from __future__ import annotations
 
-import base64
-from typing import Any
-
 import orjson
-
-from transports import events as ev
-from transports.base import ToolDeclaration, ToolResult, UpstreamConfig
-from transports.openai_realtime.codec import RealtimeCodec
-from transports.openai_realtime.replay import Entry, ReplayLog
-
-WEATHER = ToolDeclaration(
-    "get_weather",
-    "Weather for a city.",
-    {
-        "openaiRealtime": {
-            "type": "function",
-            "name": "get_weather",
-            "description": "Weather for a city.",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-        }
-    },
+from realtime_kit import (
+    audio,
+    call_events,
+    created,
+    done,
+    feed,
+    online,
+    replayed,
+    replayed_items,
+    result,
+    sent,
+    text,
+    transcript,
+    types,
 )
 
-
-def config(mode: str = "voice") -> UpstreamConfig:
-    return UpstreamConfig(mode=mode, instructions="Be brief.", tools=[WEATHER])  # type: ignore[arg-type]
-
-
-def updated_event(*, interrupt: bool = True) -> dict[str, Any]:
-    detection = {"type": "server_vad", "interrupt_response": interrupt, "create_response": True}
-    return {
-        "type": "session.updated",
-        "session": {"audio": {"input": {"turn_detection": detection}}},
-    }
-
-
-def online(mode: str = "voice") -> RealtimeCodec:
-    codec = RealtimeCodec(config(mode))
-    codec.receive({"type": "session.created", "session": {"id": "sess_1"}})
-    codec.receive(updated_event())
-    codec.outbox.extend(codec.resume())
-    codec.outbox.clear()
-    return codec
-
-
-def sent(codec: RealtimeCodec) -> list[dict[str, Any]]:
-    frames = [orjson.loads(f) for f in codec.outbox]
-    codec.outbox.clear()
-    return frames
-
-
-def types(frames: list[dict[str, Any]]) -> list[str]:
-    return [f["type"] for f in frames]
-
-
-def feed(codec: RealtimeCodec, *events: dict[str, Any]) -> list[ev.UpstreamEvent]:
-    out: list[ev.UpstreamEvent] = []
-    for event in events:
-        out.extend(codec.receive(event))
-    return out
-
-
-def created(rid: str) -> dict[str, Any]:
-    return {"type": "response.created", "response": {"id": rid, "status": "in_progress"}}
-
-
-def done(rid: str, status: str = "completed", reason: str | None = None) -> dict[str, Any]:
-    details = {"type": status, "reason": reason} if reason else None
-    return {
-        "type": "response.done",
-        "response": {"id": rid, "status": status, "status_details": details, "output": []},
-    }
-
-
-def audio(rid: str, item: str, ms: int) -> dict[str, Any]:
-    pcm = b"\x01\x00" * (24 * ms)
-    return {
-        "type": "response.output_audio.delta",
-        "response_id": rid,
-        "item_id": item,
-        "delta": base64.b64encode(pcm).decode(),
-    }
-
-
-def transcript(rid: str, item: str, delta: str) -> dict[str, Any]:
-    return {
-        "type": "response.output_audio_transcript.delta",
-        "response_id": rid,
-        "item_id": item,
-        "delta": delta,
-    }
-
-
-def text(rid: str, item: str, delta: str) -> dict[str, Any]:
-    return {
-        "type": "response.output_text.delta",
-        "response_id": rid,
-        "item_id": item,
-        "delta": delta,
-    }
-
-
-def call(rid: str, call_id: str) -> dict[str, Any]:
-    return {
-        "type": "response.output_item.done",
-        "response_id": rid,
-        "item": {
-            "type": "function_call",
-            "status": "completed",
-            "call_id": call_id,
-            "name": "get_weather",
-            "arguments": '{"city":"Paris"}',
-        },
-    }
-
-
-def result(call_id: str) -> ToolResult:
-    return ToolResult(call_id, "get_weather", {"ok": True, "data": {"temp_c": 21}})
-
-
-def replayed(codec: RealtimeCodec) -> list[dict[str, Any]]:
-    """The frames a new connection would get, after the current one is lost."""
-    codec.connection_lost()
-    return [orjson.loads(f) for f in codec.resume()]
-
-
-def replayed_items(codec: RealtimeCodec) -> list[dict[str, Any]]:
-    return [f["item"] for f in replayed(codec) if f["type"] == "conversation.item.create"]
-
+from transports import events as ev
+from transports.openai_realtime.replay import Entry, ReplayLog
 
 # -- codec: response bookkeeping ------------------------------------------------------------------
 
@@ -168,9 +58,9 @@ def test_a_cancel_while_the_response_is_being_created_still_cancels_it() -> None
 
 def test_the_follow_up_is_not_lost_when_a_vad_response_was_already_running() -> None:
     codec = online()
-    feed(codec, created("resp_1"), call("resp_1", "call_a"), done("resp_1"))
+    feed(codec, created("resp_1"), *call_events("resp_1", "call_a"), done("resp_1"))
     codec.tool_results([result("call_a")])
-    frames = sent(codec)
+    frames = sent(codec, keep_ids=True)
     assert types(frames) == ["conversation.item.create", "response.create"]
     request_id = frames[1]["event_id"]
     # Meanwhile the user spoke: server VAD created resp_vad *before* our output item reached
@@ -195,9 +85,9 @@ def test_the_follow_up_is_not_lost_when_a_vad_response_was_already_running() -> 
 
 def test_no_second_follow_up_when_the_running_response_saw_the_outputs() -> None:
     codec = online()
-    feed(codec, created("resp_1"), call("resp_1", "call_a"), done("resp_1"))
+    feed(codec, created("resp_1"), *call_events("resp_1", "call_a"), done("resp_1"))
     codec.tool_results([result("call_a")])
-    request_id = sent(codec)[1]["event_id"]
+    request_id = sent(codec, keep_ids=True)[1]["event_id"]
     output_added = {
         "type": "conversation.item.added",
         "item": {"id": "item_o", "type": "function_call_output", "call_id": "call_a"},
@@ -215,7 +105,7 @@ def test_no_second_follow_up_when_the_running_response_saw_the_outputs() -> None
 def test_a_refused_response_create_does_not_block_later_ones() -> None:
     codec = online("text")
     codec.user_text("hello")
-    request_id = sent(codec)[1]["event_id"]
+    request_id = sent(codec, keep_ids=True)[1]["event_id"]
     feed(
         codec,
         {
