@@ -53,6 +53,24 @@ def make_transport(provider: str, settings: Settings) -> Transport:
                 reconnect_initial_s=settings.upstream_reconnect_backoff_s,
             )
         )
+    if provider == "gemini":
+        from transports.gemini_live import GeminiLiveTransport, GeminiOptions
+
+        if settings.gemini_api_key is None:
+            raise TransportError("GEMINI_API_KEY is not set on the gateway", retryable=False)
+        return GeminiLiveTransport(
+            GeminiOptions(
+                api_key=settings.gemini_api_key.get_secret_value(),
+                voice_model=settings.gemini_model,
+                text_model=settings.gemini_text_model,
+                base_url=settings.gemini_base_url,
+                ca_file=None if settings.gemini_ca_file is None else str(settings.gemini_ca_file),
+                api_version=settings.gemini_api_version,
+                connect_timeout_s=settings.upstream_connect_timeout_s,
+                reconnect_attempts=settings.upstream_reconnect_attempts,
+                reconnect_initial_s=settings.upstream_reconnect_backoff_s,
+            )
+        )
     raise TransportError(f"provider '{provider}' is not available in this build", retryable=False)
 
 

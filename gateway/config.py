@@ -100,6 +100,7 @@ class Settings(BaseSettings):
     gemini_ca_file: Path | None = None
     gemini_model: str = "gemini-2.5-flash-native-audio-preview-09-2025"
     gemini_text_model: str = "gemini-live-2.5-flash-preview"
+    gemini_api_version: str = "v1beta"
     chat_base_url: str | None = None
     chat_api_key: SecretStr | None = None
     chat_model: str = "gpt-4o-mini"

@@ -1,0 +1,368 @@
+"""Gemini Live as a pure state machine: server messages ⇄ neutral events, inputs → frames.
+
+Theory of operation. ``GeminiCodec`` holds one conversation across connections. ``receive``
+turns one server message (already JSON-decoded) into neutral events; the session's inputs go in
+through methods and come out as client frames in ``outbox`` (and, for a local cancel, as events
+in ``events``). No I/O, no clock.
+
+- A response starts at the first model output of a turn (audio, text, transcript or a tool call)
+  and ends at ``turnComplete`` — or at a ``toolCall``: the calls are one batch, reported with the
+  response's end, and the answer after the tool results is a new response.
+- Tool calls are deduplicated by id (the server may deliver one twice). A ``toolResponse`` answers
+  every id of a batch at once; ids cancelled by ``toolCallCancellation`` or issued on an earlier
+  connection never get an answer (the server does not know them any more).
+- ``interrupted`` is a barge-in: ``SpeechStarted``, nothing more of that turn is forwarded, and the
+  response ends ``interrupted``. A client cancel ends the response at once (Gemini has no cancel
+  event): the rest of that turn is dropped when it arrives.
+- Continuity: the last resumable handle is kept. ``connection_lost`` ends the response in flight
+  and orphans the pending calls; ``resume`` returns what a new connection needs (the history as
+  context when the session could not be resumed, a user text the model had not answered yet, and
+  the uplink audio buffered while offline).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections import OrderedDict, deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from transports import events as ev
+from transports.base import Mode, ToolResult, UpstreamConfig
+from transports.gemini_live import wire
+
+__all__ = ["GeminiCodec"]
+
+MIN_APPEND_BYTES = 20 * wire.INPUT_RATE * 2 // 1000  # 20 ms of 16 kHz PCM16
+OFFLINE_AUDIO_BYTES = 15 * wire.INPUT_RATE * 2  # 15 s
+HISTORY_TURNS = 40
+_SEEN_IDS = 4096
+
+
+@dataclass(slots=True)
+class _Response:
+    response_id: str
+    transcript: list[str] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)
+    interrupted: bool = False  # barge-in: dropped until the turn completes
+    closed: bool = False  # the session already has its ResponseDone (cancel, tool batch)
+
+
+class GeminiCodec:
+    def __init__(self, config: UpstreamConfig) -> None:
+        self.config = config
+        self.mode: Mode = config.mode
+        self.instructions = config.instructions
+        self.outbox: deque[str] = deque()
+        self.events: list[ev.UpstreamEvent] = []  # produced by inputs (a local cancel)
+        self.notes: list[tuple[str, dict[str, Any]]] = []
+        self.connected = False
+        self.handle: str | None = None  # the last resumable session handle
+        self.go_away_s: float | None = None  # set by goAway: the shell reconnects in time
+        self.completed_turns = 0
+        self.history: deque[tuple[str, str]] = deque(maxlen=HISTORY_TURNS)  # (role, text)
+        for item in config.history:
+            self.history.append(("model" if item.role == "assistant" else "user", item.text))
+        self._responses = 0
+        self._active: _Response | None = None
+        self._dropping = False  # the rest of a cancelled turn is on its way: drop it
+        self._user_words: list[str] = []
+        self._unanswered_text: str | None = None
+        self._pending: dict[str, str] = {}  # call id → name, awaiting our answer
+        self._dead_ids: OrderedDict[str, None] = OrderedDict()  # cancelled or orphaned
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._usage: dict[str, Any] | None = None
+        self._uplink = bytearray()
+        self._offline = bytearray()
+
+    # -- state the shell reads -----------------------------------------------------------------
+
+    @property
+    def idle(self) -> bool:
+        """No reply in progress and no tool call pending: a good moment to reconnect."""
+        return self._active is None and not self._pending and not self._dropping
+
+    def live_config(self, *, resume: bool) -> Any:
+        """The ``LiveConnectConfig`` for a new connection (resuming with the handle, or not)."""
+        return wire.live_config(
+            mode=self.mode,
+            instructions=self.instructions,
+            tools=self.config.tools,
+            handle=self.handle if resume else None,
+            voice=self.config.voice,
+            language=self.config.locale,
+        )
+
+    # -- server → session ----------------------------------------------------------------------
+
+    def receive(self, message: Mapping[str, Any]) -> list[ev.UpstreamEvent]:
+        out: list[ev.UpstreamEvent] = []
+        known = False
+        usage = message.get("usageMetadata")
+        if isinstance(usage, dict):
+            self._usage = usage
+            known = True
+        content = message.get("serverContent")
+        if isinstance(content, Mapping):
+            self._server_content(content, out)
+            known = True
+        call = message.get("toolCall")
+        if isinstance(call, Mapping):
+            self._tool_call(call, out)
+            known = True
+        cancellation = message.get("toolCallCancellation")
+        if isinstance(cancellation, Mapping):
+            self._cancellation(cancellation, out)
+            known = True
+        go_away = message.get("goAway")
+        if isinstance(go_away, Mapping):
+            self.go_away_s = wire.duration_s(go_away.get("timeLeft"))
+            if self.go_away_s is None:
+                self.go_away_s = 0.0
+            known = True
+        update = message.get("sessionResumptionUpdate")
+        if isinstance(update, Mapping):
+            handle = update.get("newHandle")
+            if update.get("resumable") and isinstance(handle, str) and handle:
+                self.handle = handle
+            known = True
+        if "setupComplete" in message:
+            known = True
+        if not known:
+            out.append(ev.Unknown(dict(message)))
+        return out
+
+    def _start(self, out: list[ev.UpstreamEvent]) -> _Response | None:
+        """The open response, starting one at the first model output of a turn."""
+        if self._dropping:
+            return None
+        if self._active is None:
+            self._user_said(out)
+            self._responses += 1
+            self._active = _Response(f"gemini_resp_{self._responses}")
+            out.append(ev.ResponseStarted(self._active.response_id))
+        return None if self._active.interrupted else self._active
+
+    def _user_said(self, out: list[ev.UpstreamEvent]) -> None:
+        if self._user_words:
+            text = "".join(self._user_words).strip()
+            self._user_words.clear()
+            out.append(ev.TranscriptDone("user", text))
+            out.append(ev.UserInputTranscribed(text))
+            self.history.append(("user", text))
+
+    def _server_content(self, content: Mapping[str, Any], out: list[ev.UpstreamEvent]) -> None:
+        turn = content.get("modelTurn")
+        if isinstance(turn, Mapping):
+            for part in turn.get("parts") or ():
+                if not isinstance(part, Mapping):
+                    continue
+                inline = part.get("inlineData")
+                if isinstance(inline, Mapping) and inline.get("data"):
+                    r = self._start(out)
+                    if r is not None:
+                        out.append(ev.AudioDelta(r.response_id, wire.decode_bytes(inline["data"])))
+                elif isinstance(part.get("text"), str) and not part.get("thought"):
+                    r = self._start(out)
+                    if r is not None:
+                        r.text.append(part["text"])
+                        out.append(ev.TextDelta(r.response_id, part["text"]))
+        heard = content.get("inputTranscription")
+        if isinstance(heard, Mapping) and heard.get("text"):
+            self._user_words.append(str(heard["text"]))
+            out.append(ev.TranscriptDelta("user", str(heard["text"])))
+        said = content.get("outputTranscription")
+        if isinstance(said, Mapping) and said.get("text"):
+            r = self._start(out)
+            if r is not None:
+                r.transcript.append(str(said["text"]))
+                out.append(ev.TranscriptDelta("assistant", str(said["text"]), r.response_id))
+        if content.get("interrupted"):
+            out.append(ev.SpeechStarted())
+            if self._active is not None:
+                self._active.interrupted = True
+        if content.get("turnComplete"):
+            self._turn_complete(out)
+
+    def _turn_complete(self, out: list[ev.UpstreamEvent]) -> None:
+        self._dropping = False
+        r, self._active = self._active, None
+        if r is None or r.closed:
+            self._user_said(out)
+            return
+        status: ev.ResponseStatus = "interrupted" if r.interrupted else "completed"
+        transcript = "".join(r.transcript)
+        if transcript and not r.interrupted:
+            out.append(ev.TranscriptDone("assistant", transcript, r.response_id))
+        said = transcript or "".join(r.text)
+        if said:
+            self.history.append(("model", said))
+        if status == "completed":
+            self.completed_turns += 1
+            self._unanswered_text = None
+        out.append(ev.ResponseDone(r.response_id, status, self._usage))
+        self._usage = None
+
+    def _tool_call(self, message: Mapping[str, Any], out: list[ev.UpstreamEvent]) -> None:
+        calls: list[ev.RequestedCall] = []
+        for raw in message.get("functionCalls") or ():
+            if not isinstance(raw, Mapping):
+                continue
+            call_id = str(raw.get("id") or f"gemini_call_{len(self._seen) + 1}")
+            if call_id in self._seen:
+                self.notes.append(("tool_call_duplicate", {"call_id": call_id}))
+                continue
+            self._remember(self._seen, call_id)
+            name = str(raw.get("name", ""))
+            args = raw.get("args")
+            calls.append(ev.RequestedCall(call_id, name, args if isinstance(args, dict) else {}))
+            self._pending[call_id] = name
+        if not calls:
+            return
+        self._dropping = False
+        r = self._active
+        if r is None or r.closed or r.interrupted:
+            self._active = None
+            r = self._start(out)
+        assert r is not None
+        self.history.append(("model", "; ".join(f"called {c.name}({c.arguments})" for c in calls)))
+        out.append(ev.ToolCallsRequested(r.response_id, tuple(calls)))
+        r.closed = True
+        out.append(ev.ResponseDone(r.response_id, "completed"))
+        self._active = None
+
+    def _cancellation(self, message: Mapping[str, Any], out: list[ev.UpstreamEvent]) -> None:
+        ids = [str(i) for i in message.get("ids") or () if str(i) in self._pending]
+        for call_id in ids:
+            del self._pending[call_id]
+            self._remember(self._dead_ids, call_id)
+        if ids:
+            out.append(ev.ToolCallsCancelled(tuple(ids)))
+
+    # -- session → server ----------------------------------------------------------------------
+
+    def audio(self, pcm: bytes) -> None:
+        if not self.connected:
+            self._offline += pcm
+            if len(self._offline) > OFFLINE_AUDIO_BYTES:
+                del self._offline[: len(self._offline) - OFFLINE_AUDIO_BYTES]
+            return
+        if not self._uplink and len(pcm) >= MIN_APPEND_BYTES:
+            self.outbox.append(wire.audio_input(base64.b64encode(pcm).decode("ascii")))
+            return
+        self._uplink += pcm
+        if len(self._uplink) >= MIN_APPEND_BYTES:
+            self.outbox.append(wire.audio_input(base64.b64encode(self._uplink).decode("ascii")))
+            self._uplink.clear()
+
+    def commit(self) -> None:
+        """Push-to-talk release: the microphone is closed, the model answers what it heard."""
+        if self._uplink and self.connected:
+            self.outbox.append(wire.audio_input(base64.b64encode(self._uplink).decode("ascii")))
+        self._uplink.clear()
+        self._send(wire.audio_stream_end())
+
+    def clear(self) -> None:
+        self._uplink.clear()
+        self._offline.clear()
+
+    def user_text(self, text: str) -> None:
+        # clientContent interrupts the turn in progress on the server; it ends as cancelled.
+        self._cancel_active()
+        self.history.append(("user", text))
+        self._unanswered_text = text
+        self._send(wire.text_turn(text))
+
+    def context(self, text: str) -> None:
+        self.history.append(("user", text))
+        self._send(wire.text_turn(text, turn_complete=False))
+
+    def tool_results(self, results: Sequence[ToolResult]) -> None:
+        answers: list[tuple[str, str, Mapping[str, Any]]] = []
+        for result in results:
+            name = self._pending.pop(result.call_id, None)
+            if name is None:
+                # Cancelled, from an earlier connection, or answered: the server must not get it.
+                self.notes.append(("tool_result_dropped", {"call_id": result.call_id}))
+                continue
+            answers.append((result.call_id, name or result.name, result.envelope))
+            self.history.append(("user", f"result of {result.call_id}: {_short(result)}"))
+        if answers:
+            self._send(wire.tool_response(answers))
+
+    def late_result(self, result: ToolResult) -> None:
+        text = (
+            f"Result of the earlier {result.name} call {result.call_id}, after the user "
+            f"answered its confirmation: {_short(result, limit=8000)}"
+        )
+        self.history.append(("user", text))
+        self._send(wire.text_turn(text))
+
+    def cancel(self) -> None:
+        """The client's response.cancel: Gemini has no cancel, so the rest is dropped here."""
+        self._cancel_active()
+
+    def _cancel_active(self) -> None:
+        r = self._active
+        if r is not None and not r.closed:
+            r.closed = True
+            self._dropping = True
+            self.events.append(ev.ResponseDone(r.response_id, "cancelled"))
+            said = "".join(r.transcript) or "".join(r.text)
+            if said:
+                self.history.append(("model", said))
+
+    def _send(self, frame: str) -> None:
+        if self.connected:
+            self.outbox.append(frame)
+
+    # -- connection changes ----------------------------------------------------------------------
+
+    def connection_lost(self) -> list[ev.UpstreamEvent]:
+        """The socket is gone: end the response in flight; calls pending are orphaned."""
+        self.connected = False
+        self.outbox.clear()
+        self._offline[:0] = self._uplink
+        self._uplink.clear()
+        self.go_away_s = None
+        out: list[ev.UpstreamEvent] = []
+        r, self._active = self._active, None
+        self._dropping = False
+        if r is not None and not r.closed:
+            out.append(ev.ResponseDone(r.response_id, "interrupted"))
+        for call_id in self._pending:
+            self._remember(self._dead_ids, call_id)
+        if self._pending:
+            self.notes.append(("tool_calls_orphaned", {"calls": list(self._pending)}))
+        self._pending.clear()
+        self._user_words.clear()
+        return out
+
+    def resume(self, *, resumed: bool) -> list[str]:
+        """Frames for a new connection once set up; ``resumed``: it restored the session."""
+        self.connected = True
+        frames: list[str] = []
+        if not resumed and self.history:
+            frames.append(wire.history_turns(list(self.history)))
+        if self._unanswered_text is not None:
+            frames.append(wire.text_turn(self._unanswered_text))
+        audio, self._offline = bytes(self._offline), bytearray()
+        step = 50 * MIN_APPEND_BYTES  # one second per message
+        for start in range(0, len(audio), step):
+            chunk = audio[start : start + step]
+            frames.append(wire.audio_input(base64.b64encode(chunk).decode("ascii")))
+        return frames
+
+    @staticmethod
+    def _remember(ids: OrderedDict[str, None], call_id: str) -> None:
+        ids[call_id] = None
+        while len(ids) > _SEEN_IDS:
+            ids.popitem(last=False)
+
+
+def _short(result: ToolResult, limit: int = 2000) -> str:
+    text = orjson.dumps(result.envelope, default=dict).decode()
+    return text if len(text) <= limit else text[:limit] + " …[cut]"

@@ -1,0 +1,453 @@
+"""``GeminiLiveTransport``: the async shell around ``GeminiCodec``, on the official SDK.
+
+It opens each connection with ``client.aio.live.connect(model=…, config=LiveConnectConfig(...))``
+(the SDK builds ``setup``, waits for ``setupComplete``, and handles the URL, key and TLS), then
+works on the connection's raw frames: each server message decoded once with orjson, client
+messages sent as the JSON the codec built. The SDK's ``receive()`` would parse every audio chunk
+into pydantic models and stops at each ``turnComplete``.
+
+One reader task owns every connection change:
+
+- ``goAway``: the reader waits until no reply or tool call is in progress (or until shortly
+  before the deadline), then opens a new connection with the last resumable handle and closes the
+  old one; uplink audio sent meanwhile is buffered and replayed. The client notices nothing.
+- an abnormal close: the same with backoff (the first attempt at once); a handle the server no
+  longer knows falls back to a new session given the history as context. Attempts are counted
+  until a reply completes again; then ``UpstreamFailed``.
+- a mode change: Gemini's setup is fixed per connection (and voice and text use different
+  models), so the session continues on a new connection with the history as context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import random
+import ssl
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import structlog
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types
+from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+
+from transports import events as ev
+from transports.base import (
+    Capabilities,
+    Mode,
+    ToolResult,
+    Transport,
+    TransportError,
+    UpstreamConfig,
+)
+from transports.gemini_live import wire
+from transports.gemini_live.codec import GeminiCodec
+
+if TYPE_CHECKING:
+    from google.genai.live import AsyncSession
+
+__all__ = ["GeminiLiveTransport", "GeminiOptions"]
+
+_log = structlog.get_logger("upstream.gemini")
+
+# Codes after which the session is reopened; 1007 (bad request) and 1008 (policy, not found)
+# are the client's fault and would only fail again.
+_FATAL_CLOSES = frozenset({1002, 1003, 1007, 1008, 1009, 1010})
+
+
+@dataclass(frozen=True, slots=True)
+class GeminiOptions:
+    api_key: str
+    voice_model: str
+    text_model: str
+    base_url: str | None = None  # https://host:port of a Gemini-compatible endpoint
+    ca_file: str | None = None  # a PEM bundle to trust for base_url
+    api_version: str = "v1beta"
+    connect_timeout_s: float = 10.0
+    reconnect_attempts: int = 5
+    reconnect_initial_s: float = 0.25
+    reconnect_max_s: float = 4.0
+    # After goAway, reconnect once idle, but at the latest this long before the deadline.
+    go_away_margin_s: float = 1.0
+
+
+def backoff_delay(attempt: int, options: GeminiOptions) -> float:
+    if attempt <= 1:
+        return 0.0
+    base = min(options.reconnect_max_s, options.reconnect_initial_s * 2.0 ** (attempt - 2))
+    return base * (0.75 + 0.25 * random.random())
+
+
+class GeminiLiveTransport:
+    capabilities = Capabilities(
+        input_rate=wire.INPUT_RATE,
+        output_rate=wire.OUTPUT_RATE,
+        server_vad=True,
+        truncation=False,  # Gemini has no truncate; its server VAD cuts the turn itself
+        resumable=True,
+    )
+
+    def __init__(self, options: GeminiOptions, *, client: genai.Client | None = None) -> None:
+        self.options = options
+        self._client = client
+        self._codec: GeminiCodec | None = None
+        self._session: AsyncSession | None = None
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._queue: asyncio.Queue[ev.UpstreamEvent | None] = asyncio.Queue()
+        self._reader: asyncio.Task[None] | None = None
+        self._closing = False
+        self._switch: bool | None = None  # a requested reconnect: True resumes, False does not
+        self._attempts_used = 0
+        self._progress_mark = 0
+        self._log = _log
+
+    # -- Transport protocol ------------------------------------------------------------------
+
+    async def connect(self, config: UpstreamConfig) -> None:
+        if self._closing or self._codec is not None:
+            raise TransportError("this Gemini Live transport was already used")
+        if config.mode == "text" and "native-audio" in self.options.text_model:
+            raise TransportError(
+                f"GATEWAY_GEMINI_TEXT_MODEL={self.options.text_model} is a native-audio model, "
+                "which cannot answer in TEXT; set a model that can (e.g. "
+                "gemini-live-2.5-flash-preview)"
+            )
+        self._log = _log.bind(session_id=config.session_id)
+        self._codec = GeminiCodec(config)
+        if self._client is None:
+            try:
+                self._client = _shared_client(
+                    self.options.api_key,
+                    self.options.base_url,
+                    self.options.ca_file,
+                    self.options.api_version,
+                )
+            except (ValueError, OSError, ssl.SSLError) as exc:
+                raise TransportError(f"Gemini client: {exc}") from None
+        await self._open(resume=False)
+        self._reader = asyncio.create_task(self._read())
+
+    async def events(self) -> AsyncIterator[ev.UpstreamEvent]:
+        while (event := await self._queue.get()) is not None:
+            yield event
+        self._queue.put_nowait(None)
+
+    async def send_audio(self, pcm: bytes) -> None:
+        codec = self._codec
+        if codec is not None and not self._closing:
+            codec.audio(pcm)
+            if codec.outbox:
+                await self._flush()
+
+    async def commit_audio(self) -> None:
+        await self._do(lambda c: c.commit())
+
+    async def clear_audio(self) -> None:
+        await self._do(lambda c: c.clear())
+
+    async def send_text(self, text: str) -> None:
+        await self._do(lambda c: c.user_text(text))
+
+    async def add_context(self, text: str) -> None:
+        await self._do(lambda c: c.context(text))
+
+    async def send_tool_results(self, results: Sequence[ToolResult]) -> None:
+        await self._do(lambda c: c.tool_results(results))
+
+    async def send_late_result(self, result: ToolResult) -> None:
+        await self._do(lambda c: c.late_result(result))
+
+    async def cancel_response(self) -> None:
+        await self._do(lambda c: c.cancel())
+
+    async def truncate(self, response_id: str, played_ms: int) -> None:
+        return None  # capabilities.truncation is False
+
+    async def update(self, *, mode: Mode | None = None, instructions: str | None = None) -> None:
+        codec = self._codec
+        if codec is None or self._closing:
+            return
+        changed_mode = mode is not None and mode != codec.mode
+        if mode is not None:
+            codec.mode = mode
+        if instructions is not None:
+            codec.instructions = instructions
+        if not changed_mode and instructions is None:
+            return
+        # A new connection with the new setup; the same model may resume the session.
+        self._switch = not changed_mode
+        for event in codec.connection_lost():
+            self._queue.put_nowait(event)
+        if self._session is not None:
+            with contextlib.suppress(Exception):
+                await self._session._ws.close()
+
+    async def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        await self._drop_connection()
+        self._queue.put_nowait(None)
+
+    # -- connecting --------------------------------------------------------------------------
+
+    def _model(self) -> str:
+        assert self._codec is not None
+        if self._codec.config.model:
+            return self._codec.config.model
+        return self.options.voice_model if self._codec.mode == "voice" else self.options.text_model
+
+    async def _open(self, *, resume: bool) -> None:
+        """A new connection, set up, with what the codec kept for it; or TransportError."""
+        codec = self._codec
+        assert codec is not None
+        assert self._client is not None
+        resume = resume and codec.handle is not None
+        try:
+            await self._connect(resume=resume)
+        except TransportError as exc:
+            if not (resume and exc.args and "1008" in str(exc)):
+                raise
+            # The handle is unknown or expired: a new session, given the history as context.
+            self._log.info("upstream_handle_refused", error=str(exc))
+            codec.handle = None
+            resume = False
+            await self._connect(resume=False)
+        codec.outbox.extend(codec.resume(resumed=resume))
+        await self._flush()
+        self._log.info("upstream_connected", resumed=resume, model=self._model())
+
+    async def _connect(self, *, resume: bool) -> None:
+        codec = self._codec
+        assert codec is not None
+        assert self._client is not None
+        stack = contextlib.AsyncExitStack()
+        try:
+            async with asyncio.timeout(self.options.connect_timeout_s):
+                session = await stack.enter_async_context(
+                    self._client.aio.live.connect(
+                        model=self._model(), config=codec.live_config(resume=resume)
+                    )
+                )
+            if session.setup_complete is None:
+                raise TransportError("Gemini Live did not answer setup with setupComplete")
+            if not hasattr(session, "_ws"):
+                raise TransportError("this google-genai version hides the Live connection")
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                await stack.aclose()
+            error = self._connect_error(exc)
+            if error is None:
+                raise
+            raise error from None
+        await self._drop_connection()
+        self._stack, self._session = stack, session
+
+    def _connect_error(self, exc: BaseException) -> TransportError | None:
+        if isinstance(exc, TransportError):
+            return exc
+        if isinstance(exc, TimeoutError):
+            return TransportError(
+                f"Gemini Live sent no setupComplete within {self.options.connect_timeout_s:g} s",
+                retryable=True,
+            )
+        if isinstance(exc, genai_errors.APIError):
+            code = exc.code if isinstance(exc.code, int) else 1011
+            return TransportError(
+                f"Gemini Live refused the session ({code}): {exc.message or exc.status or ''}",
+                retryable=code not in _FATAL_CLOSES,
+            )
+        if isinstance(exc, InvalidStatus):
+            status = exc.response.status_code
+            return TransportError(
+                f"Gemini Live refused the connection: HTTP {status}",
+                retryable=status >= 500 or status == 429,
+            )
+        if isinstance(exc, OSError | WebSocketException):
+            return TransportError(f"cannot reach Gemini Live: {exc}", retryable=True)
+        if isinstance(exc, Exception):
+            return TransportError(f"Gemini Live connection failed: {exc!r}")
+        return None
+
+    async def _drop_connection(self) -> None:
+        stack, self._stack, self._session = self._stack, None, None
+        if stack is not None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(2):
+                    await stack.aclose()
+
+    # -- reading -----------------------------------------------------------------------------
+
+    async def _read(self) -> None:
+        try:
+            while not self._closing:
+                outcome = await self._pump()
+                if self._closing:
+                    break
+                if not await self._reconnect(outcome):
+                    break
+        except Exception as exc:
+            self._log.exception("upstream_reader_failed")
+            self._queue.put_nowait(ev.UpstreamFailed(f"Gemini Live reader failed: {exc!r}"))
+        finally:
+            self._queue.put_nowait(None)
+
+    async def _pump(self) -> str | int:
+        """Relay one connection until it closes (its close code) or must be left ("go_away",
+        "switch")."""
+        codec, session = self._codec, self._session
+        assert codec is not None
+        assert session is not None
+        ws = session._ws
+        put = self._queue.put_nowait
+        loop = asyncio.get_running_loop()
+        deadline: float | None = None
+        try:
+            while True:
+                if codec.go_away_s is not None and deadline is None:
+                    deadline = loop.time() + codec.go_away_s - self.options.go_away_margin_s
+                if deadline is not None and (codec.idle or loop.time() >= deadline):
+                    return "go_away"
+                if deadline is None:
+                    data = await ws.recv(decode=False)
+                else:
+                    try:
+                        async with asyncio.timeout(max(0.0, deadline - loop.time())):
+                            data = await ws.recv(decode=False)
+                    except TimeoutError:
+                        return "go_away"
+                try:
+                    message = orjson.loads(data)
+                    events = codec.receive(message) if isinstance(message, dict) else []
+                except Exception:  # one malformed message must not end the session
+                    self._log.warning("upstream_message_unreadable", size=len(data))
+                    continue
+                for event in events:
+                    put(event)
+                if codec.outbox:
+                    await self._flush()
+                if codec.notes:
+                    self._log_notes()
+        except ConnectionClosed as exc:
+            if self._switch is not None:
+                return "switch"
+            return exc.rcvd.code if exc.rcvd is not None else 1006
+
+    async def _reconnect(self, outcome: str | int) -> bool:
+        codec = self._codec
+        assert codec is not None
+        resume = True
+        if outcome == "switch":
+            resume, self._switch = bool(self._switch), None
+            attempt_first = 1  # planned: at once
+        elif outcome == "go_away":
+            self._log.info("upstream_go_away", idle=codec.idle)
+            for event in codec.connection_lost():
+                self._queue.put_nowait(event)
+            attempt_first = 1
+        else:
+            if outcome in _FATAL_CLOSES:
+                self._queue.put_nowait(
+                    ev.UpstreamFailed(f"Gemini Live closed the session (code {outcome})")
+                )
+                return False
+            self._log.info("upstream_reconnecting", code=outcome)
+            for event in codec.connection_lost():
+                self._queue.put_nowait(event)
+            attempt_first = 0
+        await self._drop_connection()
+        if codec.completed_turns != self._progress_mark:
+            self._attempts_used = 0
+        last_error = f"closed ({outcome})"
+        while self._attempts_used < self.options.reconnect_attempts:
+            self._attempts_used += 1
+            delay = 0.0 if attempt_first else backoff_delay(self._attempts_used, self.options)
+            attempt_first = 0
+            await asyncio.sleep(delay)
+            if self._closing:
+                return False
+            try:
+                await self._open(resume=resume)
+            except TransportError as exc:
+                last_error = str(exc)
+                self._log.warning(
+                    "upstream_reconnect_failed", attempt=self._attempts_used, error=last_error
+                )
+                if not exc.retryable:
+                    break
+                continue
+            self._progress_mark = codec.completed_turns
+            self._queue.put_nowait(ev.UpstreamRecovered(self._attempts_used))
+            return True
+        self._queue.put_nowait(
+            ev.UpstreamFailed(
+                f"Gemini Live could not be reconnected after {self._attempts_used} attempts: "
+                f"{last_error}"
+            )
+        )
+        return False
+
+    # -- writing -----------------------------------------------------------------------------
+
+    async def _do(self, action: Callable[[GeminiCodec], None]) -> None:
+        codec = self._codec
+        if codec is None or self._closing:
+            return
+        action(codec)
+        if codec.events:
+            events, codec.events = codec.events, []
+            for event in events:
+                self._queue.put_nowait(event)
+        if codec.outbox:
+            await self._flush()
+        if codec.notes:
+            self._log_notes()
+
+    async def _flush(self) -> None:
+        codec, session = self._codec, self._session
+        if codec is None or session is None:
+            return
+        send = session._ws.send
+        outbox = codec.outbox
+        while outbox and codec.connected:
+            frame = outbox.popleft()
+            try:
+                await send(frame)
+            except Exception as exc:  # the reader sees the close and reconnects
+                self._log.info("upstream_send_failed", error=type(exc).__name__)
+                return
+
+    def _log_notes(self) -> None:
+        assert self._codec is not None
+        notes, self._codec.notes = self._codec.notes, []
+        for name, details in notes:
+            self._log.info(name, **details)
+
+
+@functools.lru_cache(maxsize=8)
+def _shared_client(
+    api_key: str, base_url: str | None, ca_file: str | None, api_version: str
+) -> genai.Client:
+    """One client per configuration, shared by every session (building one loads CA bundles)."""
+    client_args: dict[str, Any] = {}
+    if ca_file:
+        client_args["ssl"] = ssl.create_default_context(cafile=ca_file)
+    return genai.Client(
+        api_key=api_key,
+        http_options=types.HttpOptions(
+            base_url=base_url, api_version=api_version, async_client_args=client_args or None
+        ),
+    )
+
+
+if TYPE_CHECKING:  # mypy proves that the class satisfies the Transport protocol
+    _conforms: Transport = GeminiLiveTransport(GeminiOptions("k", "m", "t"))

@@ -1,0 +1,149 @@
+"""Wire models of Gemini Live (BidiGenerateContent): the setup config and the client messages.
+
+Facts from ``shared/reference/gemini_live.md``. The SDK builds the ``setup`` message from a
+``LiveConnectConfig`` (``live_config``); after that the transport sends client messages as raw
+JSON text frames built here (camelCase, which the server accepts). Audio in is PCM16 16 kHz,
+audio out PCM16 24 kHz. Bytes are base64; the server may send either alphabet, padded or not.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+from google.genai import types
+
+from transports.base import Mode, ToolDeclaration
+
+__all__ = [
+    "INPUT_RATE",
+    "OUTPUT_RATE",
+    "audio_input",
+    "audio_stream_end",
+    "decode_bytes",
+    "live_config",
+    "text_turn",
+    "tool_response",
+]
+
+INPUT_RATE = 16000
+OUTPUT_RATE = 24000
+_AUDIO_PREFIX = '{"realtimeInput":{"audio":{"mimeType":"audio/pcm;rate=16000","data":"'
+
+
+def live_config(
+    *,
+    mode: Mode,
+    instructions: str,
+    tools: Sequence[ToolDeclaration],
+    handle: str | None,
+    voice: str | None = None,
+    language: str | None = None,
+) -> types.LiveConnectConfig:
+    """The session's setup: modality by mode, tools, transcription in voice mode, resumption
+    always (``{}`` for a new session, the handle to resume), and compression so that sessions
+    are not capped at 15 minutes."""
+    voice_mode = mode == "voice"
+    declarations = [
+        types.FunctionDeclaration(
+            name=str(t.provider_schemas["gemini"]["name"]),
+            description=str(t.provider_schemas["gemini"].get("description", "")),
+            parameters_json_schema=t.provider_schemas["gemini"].get("parametersJsonSchema"),
+        )
+        for t in tools
+    ]
+    speech = None
+    if voice_mode and (voice or language):
+        speech = types.SpeechConfig(
+            voice_config=(
+                types.VoiceConfig(prebuilt_voice_config=types.PrebuiltVoiceConfig(voice_name=voice))
+                if voice
+                else None
+            ),
+            language_code=language,
+        )
+    return types.LiveConnectConfig(
+        response_modalities=[types.Modality.AUDIO if voice_mode else types.Modality.TEXT],
+        system_instruction=instructions,
+        tools=[types.Tool(function_declarations=declarations)] if declarations else None,
+        input_audio_transcription=types.AudioTranscriptionConfig() if voice_mode else None,
+        output_audio_transcription=types.AudioTranscriptionConfig() if voice_mode else None,
+        session_resumption=types.SessionResumptionConfig(handle=handle),
+        context_window_compression=types.ContextWindowCompressionConfig(
+            sliding_window=types.SlidingWindow()
+        ),
+        speech_config=speech,
+    )
+
+
+def audio_input(b64_pcm16k: str) -> str:
+    # The hot path: base64 needs no escaping, so the frame is assembled directly.
+    return _AUDIO_PREFIX + b64_pcm16k + '"}}}'
+
+
+def audio_stream_end() -> str:
+    return '{"realtimeInput":{"audioStreamEnd":true}}'
+
+
+def text_turn(text: str, *, turn_complete: bool = True, role: str = "user") -> str:
+    """An ordered user turn (``clientContent``); without ``turn_complete`` it is only context."""
+    return orjson.dumps(
+        {
+            "clientContent": {
+                "turns": [{"role": role, "parts": [{"text": text}]}],
+                "turnComplete": turn_complete,
+            }
+        }
+    ).decode()
+
+
+def history_turns(turns: Sequence[tuple[str, str]]) -> str:
+    """Earlier conversation for a new session that could not be resumed (``model``/``user``)."""
+    return orjson.dumps(
+        {
+            "clientContent": {
+                "turns": [{"role": role, "parts": [{"text": text}]} for role, text in turns],
+                "turnComplete": False,
+            }
+        }
+    ).decode()
+
+
+def tool_response(responses: Sequence[tuple[str, str, Mapping[str, Any]]]) -> str:
+    """One ``toolResponse`` answering every ``(id, name, response object)`` of a batch."""
+    return orjson.dumps(
+        {
+            "toolResponse": {
+                "functionResponses": [
+                    {"id": call_id, "name": name, "response": dict(response)}
+                    for call_id, name, response in responses
+                ]
+            }
+        },
+        default=dict,
+    ).decode()
+
+
+def decode_bytes(data: str) -> bytes:
+    """Base64 in the standard or URL-safe alphabet, padded or not (reference section 2)."""
+    if "-" in data or "_" in data:
+        return base64.urlsafe_b64decode(data + "=" * (-len(data) % 4))
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return base64.b64decode(data + "=" * (-len(data) % 4))
+
+
+def duration_s(value: Any) -> float | None:
+    """A ``google.protobuf.Duration`` such as ``"9.5s"`` (or a number) in seconds."""
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str) and value.endswith("s"):
+        try:
+            return float(value[:-1])
+        except ValueError:
+            return None
+    return None
