@@ -122,9 +122,11 @@ class ToolFlow:
             )
             for execution, outcome in zip(executions, ran, strict=True):
                 outcomes[execution.call.call_id] = outcome
+                # A call the provider cancelled still closes for the client (its spinner
+                # stops); the provider gets no result for it.
+                s.emit(tool_finished_event(outcome))
                 if outcome.cancelled:
                     continue
-                s.emit(tool_finished_event(outcome))
                 self._apply_intents(outcome)
                 if execution.confirmation is not None:
                     self._resolved(execution.confirmation, ConfirmationOutcome.APPROVED, outcome)
