@@ -31,6 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     relay.add_argument("--fps", type=float, default=50.0, help="frames per second per session")
     relay.add_argument("--seconds", type=float, default=10.0, help="measured, after warm-up")
     relay.add_argument("--reps", type=int, default=3, help="repetitions, interleaved")
+    relay.add_argument(
+        "--provider",
+        choices=["openai", "gemini"],
+        default="openai",
+        help="whose fake (echo) is behind the gateway and the direct target",
+    )
     args = parser.parse_args(argv)
     if args.target == "registry":
         return registry_bench.main(args.out)
@@ -39,7 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.target == "relay":
         if args.reps < 1 or args.seconds <= 0 or args.fps <= 0:
             parser.error("relay needs --reps ≥ 1, --seconds > 0 and --fps > 0")
-        return relay_bench.main(args.sessions, args.fps, args.seconds, args.reps, args.out)
+        return relay_bench.main(
+            args.sessions, args.fps, args.seconds, args.reps, args.out, args.provider
+        )
     return 2
 
 

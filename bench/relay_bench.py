@@ -1,13 +1,14 @@
 """``scripts/bench relay``: the latency and CPU the gateway adds per audio frame pair.
 
-One fake OpenAI Realtime upstream in echo mode (a subprocess) answers every audio append with
-the same audio. Two targets are measured on it in the same run, interleaved, repetition after
-repetition:
+One fake upstream of the chosen provider in echo mode (a subprocess: the OpenAI Realtime fake,
+or the Gemini Live fake over TLS) answers every audio message with the same audio. Two targets
+are measured on it in the same run, interleaved, repetition after repetition:
 
-- ``direct``: the load generator speaks OpenAI's protocol straight to the fake, the limit;
-- ``gateway``: the same frames through ``python -m gateway serve`` (a subprocess) with the
-  gateway's client protocol.
+- ``direct``: the load generator speaks the provider's protocol straight to the fake, the limit;
+- ``gateway``: the same frames through ``python -m gateway serve`` (a subprocess, with that
+  provider) with the gateway's client protocol.
 
+Frames are 20 ms of PCM16 at the provider's input rate (``bench.relay_targets``).
 For each target and session count every session sends one stamped 20 ms frame per period and
 each frame's round trip is measured (see ``bench.relay_load``). The relaying process (the
 gateway, or the fake for ``direct``) is pinned alone to one core, the load generator and the fake
@@ -15,7 +16,7 @@ behind the gateway to the other; its CPU (``/proc/<pid>/stat``) over the measure
 by the frame pairs it relayed is its cost per frame pair. The CPU that other processes used in
 the same window is recorded, and a run where they used more than ``NOISY_OTHER_CORES`` is
 flagged noisy. Results: a table (medians with [min–max] over repetitions) and
-``<out>/relay.json`` with every repetition.
+``<out>/relay.json`` (``relay_<provider>.json`` for other providers) with every repetition.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import contextlib
 import gc
 import json
 import os
-import platform
 import signal
 import sys
 import tempfile
@@ -35,54 +35,98 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from bench.relay_load import SLOW_FRAME_S, LoadPlan, LoadResult, Target, run_load
+from bench.relay_load import SLOW_FRAME_S, LoadPlan, LoadResult, run_load
 from bench.relay_procs import (
     CLOCK_TICKS_PER_S,
     ChildProcess,
     CorePlan,
+    gateway_env_gemini,
+    gateway_env_openai,
     pin_process,
     plan_cores,
     read_counters,
     start_fake_upstream,
     start_gateway,
+    start_gemini_fake,
     take_snapshot,
 )
+from bench.relay_report import TARGETS, machine, render, summarize
 from bench.relay_stats import (
     NOISY_OTHER_CORES,
     CpuSnapshot,
-    Spread,
     counter_deltas,
     cpu_us_per_frame,
     cpu_usage,
-    paired_differences,
     percentile,
     stall_episodes,
 )
+from bench.relay_targets import GEMINI_MODEL, PROVIDERS, Provider, ProviderSpec, Target, direct_url
 
-__all__ = ["main"]
+__all__ = ["main", "output_name"]
 
-TARGETS: tuple[Target, ...] = ("direct", "gateway")
 WARMUP_FRAMES = 100
 _RELAYING_ROLE: dict[Target, str] = {"direct": "fake", "gateway": "gateway"}
-_DROPPED = "gateway_audio_frames_dropped_total"
+_UPSTREAM_COMPRESSION: dict[Provider, str] = {
+    "openai": "none on either client hop; the gateway's upstream hop is the openai SDK's "
+    "default (none)",
+    "gemini": "none on either client hop (nor on direct's hop to the fake); the gateway's "
+    "upstream hop is permessage-deflate, which the google-genai SDK offers and the fake accepts",
+}
+
+
+def output_name(provider: Provider) -> str:
+    """The JSON file: ``relay.json`` for OpenAI (as before providers), else ``relay_<p>.json``."""
+    return "relay.json" if provider == "openai" else f"relay_{provider}.json"
 
 
 class _Setup:
     """The two children, the URL each target is reached at, and the pids whose CPU is read."""
 
-    def __init__(self, fake: ChildProcess, fake_url: str, gateway: ChildProcess, gateway_url: str):
-        self.fake = fake
+    def __init__(
+        self,
+        provider: ProviderSpec,
+        fake: tuple[ChildProcess, str, Path | None],  # the fake, its base URL, its certificate
+        gateway: ChildProcess,
+        gateway_url: str,
+    ):
+        self.provider = provider
+        self.fake, fake_url, self.ca_file = fake
         self.gateway = gateway
         self.gateway_http = gateway_url
         self.urls: dict[Target, str] = {
-            "direct": f"{fake_url.rstrip('/')}/realtime?model=gpt-realtime",
+            "direct": direct_url(provider.name, fake_url),
             "gateway": f"{gateway_url.replace('http://', 'ws://', 1)}/v1/session",
         }
-        self.pids = {"gateway": gateway.pid, "fake": fake.pid, "load": os.getpid()}
+        self.pids = {"gateway": gateway.pid, "fake": self.fake.pid, "load": os.getpid()}
+
+    def plan(
+        self, target: Target, sessions: int, fps: float, seconds: float, warmup: int
+    ) -> LoadPlan:
+        url = self.urls[target]
+        ca_file = self.ca_file if target == "direct" else None
+        return LoadPlan(target, url, sessions, fps, seconds, warmup, self.provider, ca_file)
 
     def check(self) -> None:
         self.fake.ensure_alive()
         self.gateway.ensure_alive()
+
+
+def _start_children(provider: ProviderSpec, work: Path, children: contextlib.ExitStack) -> _Setup:
+    """The provider's fake, then the gateway in front of it; both stopped by ``children``."""
+    fake: tuple[ChildProcess, str, Path | None]
+    if provider.name == "gemini":
+        fake = start_gemini_fake(work, work / "certs")
+        children.callback(fake[0].stop)
+        upstream_env = gateway_env_gemini(fake[1], fake[2], GEMINI_MODEL)
+    else:
+        child, url = start_fake_upstream(work)
+        children.callback(child.stop)
+        fake = (child, url, None)
+        upstream_env = gateway_env_openai(url)
+    (work / "data").mkdir()
+    gateway, gateway_url = start_gateway(upstream_env, work / "data", work)
+    children.callback(gateway.stop)
+    return _Setup(provider, fake, gateway, gateway_url)
 
 
 def _ms(seconds: float) -> float:
@@ -182,14 +226,14 @@ async def _matrix(
 
     for target in TARGETS:  # prime both paths (imports, first connections); not recorded
         _place(setup, cores, target)
-        await run_load(LoadPlan(target, setup.urls[target], 2, fps, 0.2, 10), snapshot)
+        await run_load(setup.plan(target, 2, fps, 0.2, 10), snapshot)
     records: list[dict[str, Any]] = []
     for rep in range(reps):
         for sessions in session_counts:
             order = TARGETS if rep % 2 == 0 else TARGETS[::-1]
             for target in order:
                 _place(setup, cores, target)
-                plan = LoadPlan(target, setup.urls[target], sessions, fps, seconds, WARMUP_FRAMES)
+                plan = setup.plan(target, sessions, fps, seconds, WARMUP_FRAMES)
                 counters = read_counters(setup.gateway_http)
                 with _collector_paused():
                     result = await run_load(plan, snapshot)
@@ -215,115 +259,20 @@ def _progress(record: dict[str, Any]) -> str:
     )
 
 
-def summarize(records: list[dict[str, Any]], session_counts: list[int]) -> list[dict[str, Any]]:
-    """One row per target × sessions: spreads over repetitions, added latency paired by rep."""
-
-    def values(rows: list[dict[str, Any]], key: str) -> list[float]:
-        return [row[key] for row in rows if row[key] is not None]
-
-    def spread(numbers: list[float]) -> dict[str, float] | None:
-        return Spread.of(numbers).as_dict() if numbers else None
-
-    summary = []
-    for sessions in session_counts:
-        by_target = {
-            target: sorted(
-                (r for r in records if r["target"] == target and r["sessions"] == sessions),
-                key=lambda r: int(r["rep"]),
-            )
-            for target in TARGETS
-        }
-        for target in TARGETS:
-            rows = by_target[target]
-            row: dict[str, Any] = {"target": target, "sessions": sessions, "reps": len(rows)}
-            for key in ("p50_ms", "p99_ms", "relay_cpu_us_per_frame", "other_cores"):
-                row[key] = spread(values(rows, key))
-            for key in ("p50_ms", "p99_ms"):
-                added = None
-                if target != "direct":
-                    gateway, direct = values(rows, key), values(by_target["direct"], key)
-                    if gateway and len(gateway) == len(direct):
-                        added = spread(paired_differences(gateway, direct))
-                row[f"added_{key}"] = added
-            for key in ("frames_sent", "lost", "corrupt", "stray"):
-                row[key] = sum(int(r[key]) for r in rows)
-            row["noisy_reps"] = sum(1 for r in rows if r["noisy"])
-            row["gateway_audio_dropped"] = sum(
-                int(r.get("gateway_counters", {}).get(_DROPPED, 0)) for r in rows
-            )
-            summary.append(row)
-    return summary
-
-
-def _cell(spread: dict[str, float] | None, decimals: int) -> str:
-    if spread is None:
-        return "–"
-    return Spread(spread["median"], spread["min"], spread["max"]).render(decimals)
-
-
-def render(summary: list[dict[str, Any]]) -> str:
-    header = (
-        f"{'target':<8} {'sessions':>8}  {'p50 ms':<21} {'p99 ms':<21} {'added p50 ms':<21} "
-        f"{'added p99 ms':<21} {'CPU µs/frame':<18} {'lost':>5}  {'other cores':<19} noisy"
-    )
-    lines = [header, "-" * len(header)]
-    for row in summary:
-        lines.append(
-            f"{row['target']:<8} {row['sessions']:>8}  {_cell(row['p50_ms'], 3):<21} "
-            f"{_cell(row['p99_ms'], 3):<21} {_cell(row['added_p50_ms'], 3):<21} "
-            f"{_cell(row['added_p99_ms'], 3):<21} {_cell(row['relay_cpu_us_per_frame'], 0):<18} "
-            f"{row['lost']:>5}  {_cell(row['other_cores'], 2):<19} "
-            f"{row['noisy_reps']}/{row['reps']}"
-        )
-    lines += [
-        "",
-        "median [min–max] over repetitions; round trip = send → the same frame back. added = "
-        "gateway − direct at the same session count, paired by repetition.",
-        "CPU µs/frame: the relaying process per frame pair (gateway; for direct, the fake's own "
-        f"CPU, for information). noisy: other processes used > {NOISY_OTHER_CORES} cores.",
-    ]
-    corrupt = sum(int(row["corrupt"]) for row in summary)
-    stray = sum(int(row["stray"]) for row in summary)
-    if corrupt or stray:
-        lines.append(f"WARNING: {corrupt} frame(s) came back altered, {stray} stray frame(s).")
-    dropped = sum(int(row["gateway_audio_dropped"]) for row in summary)
-    if dropped:
-        lines.append(
-            f"WARNING: the gateway counted {dropped} audio frame(s) dropped (slow client)."
-        )
-    return "\n".join(lines)
-
-
-def _machine(
-    allowed_cpus: list[int], cores: CorePlan | None, pinned: bool, pin_note: str
-) -> dict[str, Any]:
-    return {
-        "cpu_count": os.cpu_count(),
-        "allowed_cpus": allowed_cpus,
-        "python": sys.version.split()[0],
-        "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-        "clock_ticks_per_s": CLOCK_TICKS_PER_S,
-        "pinning": {
-            "pinned": pinned,
-            "note": pin_note,
-            "relay_core": cores.relay_core if cores else None,
-            "load_core": cores.load_core if cores else None,
-            "placement": {
-                "direct": "fake alone on the relay core; load generator on the load core",
-                "gateway": "gateway alone on the relay core; fake and load generator on the "
-                "load core",
-            },
-        },
-    }
-
-
 def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
 
 
-def main(session_counts: list[int], fps: float, seconds: float, reps: int, out_dir: Path) -> int:
+def main(
+    session_counts: list[int],
+    fps: float,
+    seconds: float,
+    reps: int,
+    out_dir: Path,
+    provider_name: Provider = "openai",
+) -> int:
     began = time.monotonic()
+    provider = PROVIDERS[provider_name]
     allowed_cpus = sorted(os.sched_getaffinity(0))
     cores, pin_note = plan_cores()
     previous_handler = signal.signal(signal.SIGTERM, _exit_on_sigterm)
@@ -332,13 +281,8 @@ def main(session_counts: list[int], fps: float, seconds: float, reps: int, out_d
             tempfile.TemporaryDirectory(prefix="bench-relay-") as tmp,
             contextlib.ExitStack() as children,
         ):
-            work = Path(tmp)
-            fake, fake_url = start_fake_upstream(work)
-            children.callback(fake.stop)
-            (work / "data").mkdir()
-            gateway, gateway_url = start_gateway(fake_url, work / "data", work)
-            children.callback(gateway.stop)
-            setup = _Setup(fake, fake_url, gateway, gateway_url)
+            setup = _start_children(provider, Path(tmp), children)
+            gateway = setup.gateway
             pinned = False
             if cores is not None:
                 try:
@@ -348,7 +292,8 @@ def main(session_counts: list[int], fps: float, seconds: float, reps: int, out_d
                 except OSError as error:
                     cores, pin_note = None, f"pinning refused: {error}"
             print(
-                f"relay bench: sessions {session_counts}, {fps:g} fps, {seconds:g} s measured "
+                f"relay bench ({provider.name}, {provider.frame_bytes}-byte frames): sessions "
+                f"{session_counts}, {fps:g} fps, {seconds:g} s measured "
                 f"after {WARMUP_FRAMES} frames, {reps} reps, pinned: {pinned}",
                 file=sys.stderr,
                 flush=True,
@@ -362,27 +307,29 @@ def main(session_counts: list[int], fps: float, seconds: float, reps: int, out_d
     summary = summarize(records, session_counts)
     elapsed = time.monotonic() - began
     report = {
-        "machine": _machine(allowed_cpus, cores, pinned, pin_note),
+        "machine": machine(allowed_cpus, cores, pinned, pin_note),
         "settings": {
+            "provider": provider.name,
+            "upstream": provider.title,
             "sessions": session_counts,
             "fps": fps,
             "seconds": seconds,
             "reps": reps,
             "warmup_frames": WARMUP_FRAMES,
-            "frame_bytes": 960,
-            "rates_hz": {"input": 24000, "output": 24000},
+            "frame_bytes": provider.frame_bytes,
+            "rates_hz": {"input": provider.input_rate, "output": provider.output_rate},
             "noisy_other_cores": NOISY_OTHER_CORES,
             "load_generator_gc": "paused during each run",
-            "compression": "none on either client hop; the gateway's upstream hop is the "
-            "openai SDK's default (none)",
+            "compression": _UPSTREAM_COMPRESSION[provider.name],
         },
         "runs": records,
         "summary": summary,
         "elapsed_s": round(elapsed, 1),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "relay.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(render(summary))
-    print(f"\n{len(records)} runs in {elapsed:.0f} s; raw repetitions in {out_dir / 'relay.json'}")
+    out_file = out_dir / output_name(provider.name)
+    out_file.write_text(json.dumps(report, indent=2) + "\n")
+    print(render(summary, provider))
+    print(f"\n{len(records)} runs in {elapsed:.0f} s; raw repetitions in {out_file}")
     lost = sum(int(r["lost"]) + int(r["corrupt"]) for r in records)
     return 1 if lost else 0

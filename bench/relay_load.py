@@ -1,11 +1,12 @@
 """The load generator of ``scripts/bench relay``: sessions sending stamped 20 ms frames on a clock.
 
-Two ways to reach the same echoing upstream, one codec each:
+Two ways to reach the same echoing upstream (the provider's fake), one codec each
+(``bench.relay_targets``):
 
-- ``direct``: OpenAI Realtime's own protocol straight to the fake, ``input_audio_buffer.append``
-  with base64 audio; the frame comes back in ``response.output_audio.delta``;
-- ``gateway``: the gateway's client protocol, ``session.start`` at 24 kHz in and out, then binary
-  PCM16 frames both ways.
+- ``direct``: the provider's own protocol straight to the fake (OpenAI Realtime over ``ws://``,
+  or Gemini Live over ``wss://`` trusting the fake's certificate, after its ``setup``);
+- ``gateway``: the gateway's client protocol, ``session.start`` at the provider's rates, then
+  binary PCM16 frames both ways.
 
 Every session sends frame ``n`` at ``start + n × period`` on the loop clock (so a late send does
 not push the later ones back), the sessions' starts spread over one period. A frame's round trip
@@ -17,22 +18,30 @@ session's last send is lost. Every wait is bounded.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
+import ssl
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from pathlib import Path
 
 import orjson
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from bench.relay_stats import CpuSnapshot, FrameReassembler, parse_frame, stamp_frame
+from bench.relay_stats import CpuSnapshot, parse_frame, stamp_frame
+from bench.relay_targets import (
+    PROVIDERS,
+    Codec,
+    GatewayCodec,
+    ProviderSpec,
+    Target,
+    gemini_setup,
+    is_setup_complete,
+    make_codec,
+)
 
 __all__ = ["LoadPlan", "LoadResult", "Target", "run_load"]
-
-Target = Literal["direct", "gateway"]
 
 _OPEN_TIMEOUT_S = 10.0
 _SETUP_TIMEOUT_S = 60.0  # all sessions together
@@ -40,19 +49,18 @@ _CLOSE_TIMEOUT_S = 10.0
 _PARALLEL_OPENS = 10
 SLOW_FRAME_S = 0.003  # measured frames slower than this are kept, with when they came back
 _SLOW_FRAMES_KEPT = 20_000
-_GATEWAY_START = orjson.dumps(
-    {"type": "session.start", "mode": "voice", "audio": {"input_rate": 24000, "output_rate": 24000}}
-)
 
 
 @dataclass(frozen=True)
 class LoadPlan:
     target: Target
-    url: str  # the gateway's /v1/session, or the fake's .../v1/realtime?model=…
+    url: str  # the gateway's /v1/session, or the fake's (ws://…/v1/realtime?model=…, wss://…)
     sessions: int
     fps: float
     seconds: float  # measured, after the warm-up
     warmup_frames: int
+    provider: ProviderSpec = PROVIDERS["openai"]
+    ca_file: Path | None = None  # the certificate a wss:// fake is trusted by
     grace_s: float = 2.0
     api_key: str = "sk-bench"
 
@@ -84,61 +92,26 @@ class LoadResult:
     after: CpuSnapshot | None = None
 
 
-class _Codec(Protocol):
-    def encode(self, frame: bytes) -> str | bytes: ...
-
-    def decode(self, message: str | bytes) -> list[bytes]: ...
-
-
-class _DirectCodec:
-    def __init__(self, events: Counter[str]) -> None:
-        self._events = events
-
-    def encode(self, frame: bytes) -> str:
-        audio = base64.b64encode(frame).decode("ascii")
-        return orjson.dumps({"type": "input_audio_buffer.append", "audio": audio}).decode()
-
-    def decode(self, message: str | bytes) -> list[bytes]:
-        event = orjson.loads(message)
-        kind = event.get("type")
-        if kind == "response.output_audio.delta":
-            return [base64.b64decode(event["delta"])]
-        if kind == "error":
-            self._events[f"error:{event.get('error', {}).get('code')}"] += 1
-        return []
-
-
-class _GatewayCodec:
-    def __init__(self, events: Counter[str]) -> None:
-        self._events = events
-        self.reassembler = FrameReassembler()
-
-    def encode(self, frame: bytes) -> bytes:
-        return frame
-
-    def decode(self, message: str | bytes) -> list[bytes]:
-        if isinstance(message, bytes):
-            return self.reassembler.feed(message)
-        event = orjson.loads(message)
-        kind = event.get("type")
-        if kind == "error":
-            self._events[f"error:{event.get('code')}"] += 1
-        elif kind == "session.ended":
-            self._events[f"session.ended:{event.get('reason')}"] += 1
-        return []
-
-
 @dataclass
 class _Session:
     index: int
     ws: ClientConnection
-    codec: _Codec
+    codec: Codec
     send_times: dict[int, float] = field(default_factory=dict)  # sequence → loop time
     done_sending: bool = False
 
 
-async def _open(plan: LoadPlan, index: int, events: Counter[str]) -> _Session:
-    headers = {"Authorization": f"Bearer {plan.api_key}"} if plan.target == "direct" else {}
+async def _open(
+    plan: LoadPlan, index: int, events: Counter[str], tls: ssl.SSLContext | None
+) -> _Session:
+    gemini = plan.target == "direct" and plan.provider.name == "gemini"
+    headers: dict[str, str] = {}
+    if plan.target == "direct":
+        headers = (
+            {"x-goog-api-key": plan.api_key}
+            if gemini
+            else {"Authorization": f"Bearer {plan.api_key}"}
+        )
     ws = await connect(
         plan.url,
         additional_headers=headers,
@@ -147,18 +120,28 @@ async def _open(plan: LoadPlan, index: int, events: Counter[str]) -> _Session:
         ping_interval=None,
         open_timeout=_OPEN_TIMEOUT_S,
         close_timeout=2.0,
+        ssl=tls,
     )
     try:
         async with asyncio.timeout(_OPEN_TIMEOUT_S):
-            if plan.target == "direct":
+            if gemini:
+                await ws.send(gemini_setup())
+                await _expect_gemini_setup(ws)
+            elif plan.target == "direct":
                 await _expect(ws, "session.created")
-                return _Session(index, ws, _DirectCodec(events))
-            await ws.send(_GATEWAY_START.decode())
-            await _expect(ws, "session.started")
-            return _Session(index, ws, _GatewayCodec(events))
+            else:
+                await ws.send(plan.provider.gateway_start())
+                await _expect(ws, "session.started")
+            return _Session(index, ws, make_codec(plan.target, plan.provider, events))
     except BaseException:
         await ws.close()
         raise
+
+
+async def _expect_gemini_setup(ws: ClientConnection) -> None:
+    """Gemini Live answers ``setup`` with ``setupComplete`` (JSON in a binary frame)."""
+    while not is_setup_complete(await ws.recv()):
+        pass
 
 
 async def _expect(ws: ClientConnection, kind: str) -> None:
@@ -184,7 +167,8 @@ async def _send_frames(plan: LoadPlan, session: _Session, start: float, result: 
             now = loop.time()
             session.send_times[sequence] = now
             try:
-                await session.ws.send(session.codec.encode(stamp_frame(session.index, sequence)))
+                frame = stamp_frame(session.index, sequence, plan.provider.frame_bytes)
+                await session.ws.send(session.codec.encode(frame))
             except ConnectionClosed:
                 session.send_times.pop(sequence, None)  # never sent, so never lost
                 raise
@@ -209,7 +193,7 @@ async def _receive_frames(
                 message = await session.ws.recv()
                 arrived = loop.time()
                 for frame in session.codec.decode(message):
-                    stamp = parse_frame(frame)
+                    stamp = parse_frame(frame, plan.provider.frame_bytes)
                     sent_at = None
                     if stamp is not None and stamp.session == session.index:
                         sent_at = pending.pop(stamp.sequence, None)
@@ -249,10 +233,13 @@ async def run_load(plan: LoadPlan, snapshot: Callable[[], CpuSnapshot]) -> LoadR
     result = LoadResult()
     loop = asyncio.get_running_loop()
     gate = asyncio.Semaphore(_PARALLEL_OPENS)
+    tls = None
+    if plan.url.startswith("wss://"):
+        tls = ssl.create_default_context(cafile=None if plan.ca_file is None else str(plan.ca_file))
 
     async def open_one(index: int) -> _Session:
         async with gate:
-            return await _open(plan, index, result.events)
+            return await _open(plan, index, result.events, tls)
 
     began = loop.time()
     opening = [asyncio.create_task(open_one(index)) for index in range(plan.sessions)]
@@ -293,6 +280,6 @@ async def run_load(plan: LoadPlan, snapshot: Callable[[], CpuSnapshot]) -> LoadR
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(closing, _CLOSE_TIMEOUT_S)
     for session in sessions:
-        if isinstance(session.codec, _GatewayCodec):
+        if isinstance(session.codec, GatewayCodec):
             result.rechunked += session.codec.reassembler.rechunked
     return result

@@ -1,4 +1,4 @@
-"""Processes for ``scripts/bench relay``: the fake upstream, the gateway, core pinning, ``/proc``.
+"""Processes for ``scripts/bench relay``: the fake upstreams, the gateway, pinning, ``/proc``.
 
 Every child is started with its output in a log file, in its own session, and with
 ``PR_SET_PDEATHSIG`` so that it dies with the bench even when the bench is killed outright; the
@@ -33,11 +33,14 @@ __all__ = [
     "ChildProcess",
     "CorePlan",
     "free_port",
+    "gateway_env_gemini",
+    "gateway_env_openai",
     "pin_process",
     "plan_cores",
     "read_counters",
     "start_fake_upstream",
     "start_gateway",
+    "start_gemini_fake",
     "take_snapshot",
 ]
 
@@ -134,16 +137,55 @@ def start_fake_upstream(log_dir: Path, timeout_s: float = 20.0) -> tuple[ChildPr
     return child, line.split("listening ", 1)[1].strip()
 
 
-def start_gateway(
-    upstream_url: str, data_dir: Path, log_dir: Path, timeout_s: float = 30.0
-) -> tuple[ChildProcess, str]:
-    """``python -m gateway serve`` relaying to ``upstream_url``; returns it and its base URL."""
+def start_gemini_fake(
+    log_dir: Path, cert_dir: Path, timeout_s: float = 20.0
+) -> tuple[ChildProcess, str, Path]:
+    """The Gemini Live fake in echo mode, TLS only; returns it, its base URL (``https://…``) and
+    the certificate to trust (``<cert_dir>/cert.pem``)."""
     port = free_port()
-    env = {
-        **os.environ,
+    argv = [sys.executable, "-m", "transports.gemini_live.fake_server", "--port", str(port)]
+    argv += ["--cert-dir", str(cert_dir), "--echo", "--no-log"]
+    child = ChildProcess("gemini fake", argv, os.environ, log_dir / "fake.log")
+    try:
+        line = _wait_for_log_line(child, "listening https://", timeout_s)
+        ca_file = cert_dir / "cert.pem"
+        if not ca_file.is_file():
+            raise RuntimeError(f"the gemini fake wrote no {ca_file}")
+    except BaseException:
+        child.stop()
+        raise
+    return child, line.split("listening ", 1)[1].strip(), ca_file
+
+
+def gateway_env_openai(upstream_url: str) -> dict[str, str]:
+    """The gateway's upstream settings for the OpenAI fake at ``upstream_url`` (``ws://…/v1``)."""
+    return {
         "GATEWAY_PROVIDER": "openai",
         "GATEWAY_OPENAI_WS_URL": upstream_url,
         "OPENAI_API_KEY": "sk-bench",
+    }
+
+
+def gateway_env_gemini(base_url: str, ca_file: Path, model: str) -> dict[str, str]:
+    """The gateway's upstream settings for the Gemini fake at ``base_url`` (``https://…``)."""
+    return {
+        "GATEWAY_PROVIDER": "gemini",
+        "GATEWAY_GEMINI_BASE_URL": base_url,
+        "GATEWAY_GEMINI_CA_FILE": str(ca_file),
+        "GEMINI_API_KEY": "bench",
+        "GATEWAY_GEMINI_MODEL": model,
+    }
+
+
+def start_gateway(
+    upstream_env: Mapping[str, str], data_dir: Path, log_dir: Path, timeout_s: float = 30.0
+) -> tuple[ChildProcess, str]:
+    """``python -m gateway serve`` with ``upstream_env`` (``gateway_env_*``); returns it and its
+    base URL."""
+    port = free_port()
+    env = {
+        **os.environ,
+        **upstream_env,
         "GATEWAY_AUTH": "none",
         "GATEWAY_HOST": "127.0.0.1",
         "GATEWAY_PORT": str(port),

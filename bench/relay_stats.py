@@ -3,8 +3,9 @@
 No sockets, no processes: everything here takes values (or the text of a ``/proc`` file) and
 returns values, so it is unit-tested in ``tests/unit/bench/test_relay_stats.py``.
 
-A bench frame is 20 ms of 24 kHz PCM16 (960 bytes): a 12-byte stamp (``MAGIC``, then the session
-index and the frame's sequence number as little-endian u32) followed by a fixed filler pattern.
+A bench frame is 20 ms of PCM16 at the provider's input rate (960 bytes at 24 kHz, 640 at
+16 kHz): a 12-byte stamp (``MAGIC``, then the session index and the frame's sequence number as
+little-endian u32) followed by a fixed filler pattern.
 The relay must hand it back byte-identical; ``parse_frame`` says which frame it is and whether
 the rest is intact. ``FrameReassembler`` cuts a byte stream back into frames, in case a relay
 splits or merges audio on the way.
@@ -12,6 +13,7 @@ splits or merges audio on the way.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import struct
@@ -42,11 +44,22 @@ __all__ = [
     "stamp_frame",
 ]
 
-FRAME_BYTES = 960  # 20 ms of 24 kHz mono PCM16
+FRAME_BYTES = 960  # the default: 20 ms of 24 kHz mono PCM16
 MAGIC = b"RB01"
 _STAMP = struct.Struct("<4sII")  # magic, session index, sequence number: 12 bytes
-# Consecutive filler bytes differ by 31, so the magic ("R" → "B" is −16) never occurs inside it.
-_FILLER = bytes((index * 31 + 7) & 0xFF for index in range(FRAME_BYTES - _STAMP.size))
+
+
+@functools.cache
+def _filler(frame_bytes: int) -> bytes:
+    """What follows the stamp in a frame of ``frame_bytes``.
+
+    Consecutive filler bytes differ by 31, so the magic ("R" → "B" is −16) never occurs inside it.
+    """
+    if frame_bytes < _STAMP.size:
+        raise ValueError(f"a frame needs at least {_STAMP.size} bytes, not {frame_bytes}")
+    return bytes((index * 31 + 7) & 0xFF for index in range(frame_bytes - _STAMP.size))
+
+
 # A run whose other processes used more than this many cores on average is flagged noisy.
 NOISY_OTHER_CORES = 0.10
 
@@ -58,22 +71,23 @@ class StampedFrame:
     intact: bool  # the filler came back byte-identical
 
 
-def stamp_frame(session: int, sequence: int) -> bytes:
-    """The 960-byte frame number ``sequence`` of session ``session``."""
-    return _STAMP.pack(MAGIC, session, sequence) + _FILLER
+def stamp_frame(session: int, sequence: int, frame_bytes: int = FRAME_BYTES) -> bytes:
+    """The frame number ``sequence`` of session ``session``, ``frame_bytes`` long."""
+    return _STAMP.pack(MAGIC, session, sequence) + _filler(frame_bytes)
 
 
-def parse_frame(frame: bytes) -> StampedFrame | None:
-    """Which frame this is (``None`` when it carries no stamp at all)."""
+def parse_frame(frame: bytes, frame_bytes: int = FRAME_BYTES) -> StampedFrame | None:
+    """Which frame this is (``None`` when it carries no stamp at all); intact: byte-identical
+    to a ``frame_bytes`` frame."""
     if len(frame) < _STAMP.size or not frame.startswith(MAGIC):
         return None
     _, session, sequence = _STAMP.unpack_from(frame)
-    intact = len(frame) == FRAME_BYTES and frame[_STAMP.size :] == _FILLER
+    intact = len(frame) == frame_bytes and frame[_STAMP.size :] == _filler(frame_bytes)
     return StampedFrame(session, sequence, intact)
 
 
 class FrameReassembler:
-    """Cuts a stream of audio messages back into whole bench frames.
+    """Cuts a stream of audio messages back into whole bench frames of ``frame_bytes``.
 
     A message of exactly one frame that starts with the stamp passes straight through. Anything
     else is buffered; the buffer is realigned on the next stamp when it does not start with one
@@ -81,15 +95,17 @@ class FrameReassembler:
     that were not exactly one frame.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, frame_bytes: int = FRAME_BYTES) -> None:
+        self.frame_bytes = frame_bytes
         self._buffer = bytearray()
         self.rechunked = 0
         self.skipped_bytes = 0
 
     def feed(self, message: bytes) -> list[bytes]:
-        if not self._buffer and len(message) == FRAME_BYTES and message.startswith(MAGIC):
+        size = self.frame_bytes
+        if not self._buffer and len(message) == size and message.startswith(MAGIC):
             return [message]
-        if len(message) != FRAME_BYTES:
+        if len(message) != size:
             self.rechunked += 1
         buffer = self._buffer
         buffer += message
@@ -101,10 +117,10 @@ class FrameReassembler:
                 self.skipped_bytes += skip
                 del buffer[:skip]
                 continue
-            if len(buffer) < FRAME_BYTES:
+            if len(buffer) < size:
                 break
-            frames.append(bytes(buffer[:FRAME_BYTES]))
-            del buffer[:FRAME_BYTES]
+            frames.append(bytes(buffer[:size]))
+            del buffer[:size]
         return frames
 
 

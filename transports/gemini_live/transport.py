@@ -438,13 +438,15 @@ def _shared_client(
     api_key: str, base_url: str | None, ca_file: str | None, api_version: str
 ) -> genai.Client:
     """One client per configuration, shared by every session (building one loads CA bundles)."""
-    client_args: dict[str, Any] = {}
+    # The SDK passes the async_client_args that websockets' connect() knows on to it: no
+    # permessage-deflate (it costs CPU per audio chunk and PCM barely compresses).
+    client_args: dict[str, Any] = {"compression": None}
     if ca_file:
         client_args["ssl"] = ssl.create_default_context(cafile=ca_file)
     return genai.Client(
         api_key=api_key,
         http_options=types.HttpOptions(
-            base_url=base_url, api_version=api_version, async_client_args=client_args or None
+            base_url=base_url, api_version=api_version, async_client_args=client_args
         ),
     )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.relay_bench import summarize
+from bench.relay_report import summarize
 from bench.relay_stats import (
     FRAME_BYTES,
     MAGIC,
@@ -53,6 +53,16 @@ def test_an_altered_or_truncated_frame_is_not_intact() -> None:
     assert parse_frame(stamp_frame(2, 7)[:900]) == StampedFrame(2, 7, intact=False)
 
 
+def test_a_frame_may_have_any_size_with_the_same_filler_pattern() -> None:
+    frame = stamp_frame(3, 9, frame_bytes=640)  # 20 ms of 16 kHz PCM16
+    assert len(frame) == 640
+    assert frame[12:] == stamp_frame(3, 9)[12:640]
+    assert parse_frame(frame, frame_bytes=640) == StampedFrame(3, 9, intact=True)
+    assert parse_frame(frame) == StampedFrame(3, 9, intact=False)  # not the default 960
+    with pytest.raises(ValueError, match="at least 12"):
+        stamp_frame(0, 0, frame_bytes=8)
+
+
 def test_an_unstamped_frame_is_none() -> None:
     assert parse_frame(bytes(FRAME_BYTES)) is None
     assert parse_frame(MAGIC) is None
@@ -75,6 +85,14 @@ def test_split_and_merged_frames_are_cut_back_into_frames() -> None:
     assert frames == [stamp_frame(0, n) for n in range(3)]
     assert reassembler.rechunked == 3
     assert reassembler.skipped_bytes == 0
+
+
+def test_frames_of_another_size_are_cut_at_that_size() -> None:
+    reassembler = FrameReassembler(frame_bytes=640)
+    assert reassembler.feed(stamp_frame(1, 0, 640)) == [stamp_frame(1, 0, 640)]
+    stream = stamp_frame(1, 1, 640) + stamp_frame(1, 2, 640)
+    assert reassembler.feed(stream) == [stamp_frame(1, 1, 640), stamp_frame(1, 2, 640)]
+    assert reassembler.rechunked == 1
 
 
 def test_garbage_before_a_frame_is_skipped_and_counted() -> None:

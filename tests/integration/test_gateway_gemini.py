@@ -1,0 +1,313 @@
+"""Client ↔ gateway ↔ the Gemini Live fake, over real sockets (TLS), through the official SDK.
+
+The fake (``transports/gemini_live/fake_server.py``) follows BidiGenerateContent as the reference
+describes it and answers with the local model's brain: ``/tool``, ``/tools``, ``/say`` and
+``You said: …``; a voice utterance of N ms is transcribed ``audio:<N>ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import (
+    Client,
+    Gateway,
+    GatewayFactory,
+    first,
+    model_results,
+    pcm_silence,
+    pcm_tone,
+    types,
+)
+
+from transports.gemini_live.fake_server import (
+    FakeGeminiOptions,
+    FakeGeminiServer,
+)
+
+FakeFactory = Callable[..., Awaitable[FakeGeminiServer]]
+LONG_REPLY = " ".join(f"word{n}" for n in range(40))  # 4 s of speech
+VOICE_MODEL = "gemini-2.5-flash-native-audio-preview-09-2025"
+TEXT_MODEL = "gemini-live-2.5-flash-preview"
+
+
+@pytest.fixture(scope="module")
+def cert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("gemini-certs")
+
+
+@pytest.fixture
+async def fake_factory(cert_dir: Path) -> AsyncIterator[FakeFactory]:
+    servers: list[FakeGeminiServer] = []
+
+    async def start(**options: Any) -> FakeGeminiServer:
+        server = FakeGeminiServer(FakeGeminiOptions(**options), cert_dir=cert_dir)
+        await server.start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        await server.stop()
+
+
+@pytest.fixture
+async def fake(fake_factory: FakeFactory) -> FakeGeminiServer:
+    return await fake_factory()
+
+
+async def gemini_gateway(
+    gateway_factory: GatewayFactory, fake: FakeGeminiServer, **settings: Any
+) -> Gateway:
+    options: dict[str, Any] = {
+        "provider": "gemini",
+        "gemini_base_url": fake.base_url,
+        "gemini_ca_file": fake.ca_file,
+        "gemini_api_key": "test-key",
+        "gemini_model": VOICE_MODEL,
+        "gemini_text_model": TEXT_MODEL,
+        "upstream_reconnect_backoff_s": 0.01,
+        **settings,
+    }
+    return await gateway_factory(**options)
+
+
+@pytest.fixture
+async def gateway(fake: FakeGeminiServer, gateway_factory: GatewayFactory) -> Gateway:
+    # The fake is set up first so that it stops last: parked sessions must not reconnect.
+    return await gemini_gateway(gateway_factory, fake)
+
+
+async def speak(client: Client, ms: int, rate: int = 16000) -> None:
+    pcm = pcm_tone(ms, rate) + pcm_silence(600, rate)
+    step = rate * 20 // 1000 * 2
+    for start in range(0, len(pcm), step):
+        await client.send_raw(pcm[start : start + step])
+
+
+# -- setup and turns ------------------------------------------------------------------------------
+
+
+async def test_voice_setup_and_a_voice_turn(gateway: Gateway, fake: FakeGeminiServer) -> None:
+    async with gateway.session(
+        "voice", tools=["get_current_time"], audio={"input_rate": 16000, "output_rate": 16000}
+    ) as client:
+        await speak(client, 400)
+        events = await client.until_reply()
+        conn = fake.connections[0]
+    assert conn.headers["x-goog-api-key"] == "test-key"
+    # No permessage-deflate on the upstream hop: it costs CPU per audio chunk.
+    assert "permessage-deflate" not in conn.headers.get("Sec-WebSocket-Extensions", "")
+    setup = conn.setup
+    assert setup["model"] == f"models/{VOICE_MODEL}"
+    assert setup["generationConfig"]["responseModalities"] == ["AUDIO"]
+    assert "sessionResumption" in setup
+    assert "contextWindowCompression" in setup
+    assert "inputAudioTranscription" in setup
+    assert "outputAudioTranscription" in setup
+    assert "get_current_time" in str(setup["systemInstruction"])
+    declarations = setup["tools"][0]["functionDeclarations"]
+    assert [d["name"] for d in declarations] == ["get_current_time"]
+    user = first(events, "transcript.done", role="user")
+    assert user["text"].startswith("audio:")
+    assert events[-1]["text"] == f"You said: {user['text']}"
+    assert client.audio
+    words = len(events[-1]["text"].split())
+    total = sum(len(frame) for frame in client.audio)  # 24 kHz from Gemini, 16 kHz to the client
+    assert abs(total - words * 100 * 32) <= 32 * 40
+
+
+async def test_a_text_turn_uses_the_text_model(gateway: Gateway, fake: FakeGeminiServer) -> None:
+    async with gateway.session("text") as client:
+        events = await client.say("hello there")
+        conn = fake.connections[0]
+    assert conn.setup["model"] == f"models/{TEXT_MODEL}"
+    assert conn.setup["generationConfig"]["responseModalities"] == ["TEXT"]
+    assert events[-1]["text"] == "You said: hello there"
+    assert (
+        "".join(e["delta"] for e in events if e["type"] == "text.delta") == "You said: hello there"
+    )
+
+
+async def test_a_native_audio_text_model_is_a_clear_error_at_start(
+    fake: FakeGeminiServer, gateway_factory: GatewayFactory
+) -> None:
+    gateway = await gemini_gateway(gateway_factory, fake, gemini_text_model=VOICE_MODEL)
+    async with gateway.connect() as client:
+        await client.send("session.start", mode="text")
+        error = await client.last("error")
+    assert error["code"] == "upstream_unavailable"
+    assert "cannot answer in TEXT" in error["message"]
+    assert not fake.connections
+
+
+# -- tools ----------------------------------------------------------------------------------------
+
+
+async def test_several_calls_are_answered_in_one_tool_response(
+    gateway: Gateway, fake: FakeGeminiServer
+) -> None:
+    async with gateway.session("text") as client:
+        events = await client.say(
+            '/tools get_current_time {} ;; kb_search {"query":"medication reminders"}'
+        )
+        conn = fake.connections[0]
+    assert sorted(e["name"] for e in events if e["type"] == "tool.finished") == [
+        "get_current_time",
+        "kb_search",
+    ]
+    assert [name for name, _ in model_results(events[-1]["text"])] == [
+        "get_current_time",
+        "kb_search",
+    ]
+    (response,) = conn.received("toolResponse")
+    answers = response["toolResponse"]["functionResponses"]
+    (call,) = conn.sent("toolCall")
+    assert [a["id"] for a in answers] == [c["id"] for c in call["toolCall"]["functionCalls"]]
+    assert [a["name"] for a in answers] == ["get_current_time", "kb_search"]
+    assert all(isinstance(a["response"], dict) for a in answers)
+
+
+async def test_a_call_delivered_twice_runs_once(
+    fake_factory: FakeFactory, gateway_factory: GatewayFactory
+) -> None:
+    twice = await fake_factory(duplicate_tool_calls=True)
+    gateway = await gemini_gateway(gateway_factory, twice)
+    async with gateway.session("text") as client:
+        events = await client.say("/tool get_current_time {}")
+        conn = twice.connections[0]
+    assert len(conn.sent("toolCall")) == 2
+    assert [e["name"] for e in events if e["type"] == "tool.started"] == ["get_current_time"]
+    assert gateway.decisions("get_current_time") == [("get_current_time", "executed")]
+    assert len(conn.received("toolResponse")) == 1
+
+
+async def test_barge_in_cancels_the_pending_call_and_its_result_is_never_sent(
+    gateway: Gateway, fake: FakeGeminiServer
+) -> None:
+    async with gateway.session(
+        "voice", audio={"input_rate": 16000, "output_rate": 16000}
+    ) as client:
+        # sleepy sleeps: the user talks over the call while it runs.
+        await client.send("text.send", text='/tool sleepy {"ms": 900}')
+        started = await client.last("tool.started")
+        conn = fake.connections[0]
+        await speak(client, 300)
+        cancellation = await conn.wait_for("toolCallCancellation")
+        await client.until_reply()
+    assert cancellation["toolCallCancellation"]["ids"] == [started["call_id"]]
+    finished = first(client.events, "tool.finished", call_id=started["call_id"])
+    assert finished["ok"] is False
+    assert finished["error"]["type"] == "TRANSIENT"
+    assert "cancelled" in finished["error"]["message"]
+    assert "speech.started" in types(client.events)
+    assert not conn.received("toolResponse")
+    assert ("sleepy", "executed") not in gateway.decisions("sleepy")
+
+
+# -- continuity -----------------------------------------------------------------------------------
+
+
+async def test_go_away_resumes_with_the_handle_and_the_conversation_continues(
+    gateway: Gateway, fake: FakeGeminiServer
+) -> None:
+    async with gateway.session("text") as client:
+        await client.say("remember the word pineapple")
+        first_conn = fake.connections[0]
+        handle = first_conn.sent("sessionResumptionUpdate")[-1]["sessionResumptionUpdate"][
+            "newHandle"
+        ]
+        await first_conn.go_away(1.0)
+        second = await fake.wait_connections(2)
+        events = await client.say("what was the word")
+    assert handle
+    assert second.setup["sessionResumption"] == {"handle": handle}
+    assert second.resumed_from == handle
+    assert events[-1]["text"] == "You said: what was the word"
+    assert "session.ended" not in types(client.events)
+    assert types(client.events).count("error") == 0
+    assert gateway.metric("gateway_upstream_reconnects_total") == 1
+
+
+async def test_an_abrupt_drop_is_recovered(gateway: Gateway, fake: FakeGeminiServer) -> None:
+    async with gateway.session("text") as client:
+        await client.say("first")
+        await fake.connections[0].drop(1011)
+        second = await fake.wait_connections(2)
+        events = await client.say("second")
+    assert second.resumed_from is not None
+    assert events[-1]["text"] == "You said: second"
+    assert "session.ended" not in types(client.events)
+
+
+async def test_a_drop_mid_reply_ends_it_and_the_model_answers_again(
+    fake_factory: FakeFactory, gateway_factory: GatewayFactory
+) -> None:
+    paced = await fake_factory(pace=1.0)
+    gateway = await gemini_gateway(gateway_factory, paced)
+    async with gateway.session("text") as client:
+        await client.send("text.send", text=f"/say {LONG_REPLY}")
+        started = await client.last("response.started")
+        await client.last("text.delta")
+        await paced.connections[0].drop(1011)
+        cut = await client.last("response.done", response_id=started["response_id"])
+        again = await client.until_reply(within=15)
+    assert cut["status"] == "interrupted"
+    assert again[-1]["text"] == LONG_REPLY
+
+
+async def test_an_upstream_that_is_gone_ends_the_session_cleanly(
+    fake_factory: FakeFactory, gateway_factory: GatewayFactory
+) -> None:
+    fake = await fake_factory()
+    gateway = await gemini_gateway(gateway_factory, fake, upstream_reconnect_attempts=3)
+    async with gateway.session("text") as client:
+        await client.say("hello")
+        await fake.stop()
+        ended = await client.last("session.ended", within=15)
+        code = await client.wait_closed()
+    assert ended["reason"] == "upstream_failed"
+    assert "3 attempts" in ended["detail"]
+    assert code == 1000
+
+
+async def test_a_fake_that_never_completes_setup_is_a_clear_error(
+    fake_factory: FakeFactory, gateway_factory: GatewayFactory
+) -> None:
+    silent = await fake_factory(setup_complete=False)
+    gateway = await gemini_gateway(gateway_factory, silent, upstream_connect_timeout_s=0.5)
+    async with gateway.connect() as client:
+        await client.send("session.start", mode="text")
+        error = await client.last("error", within=5)
+    assert error["code"] == "upstream_unavailable"
+    assert "setupComplete" in error["message"]
+
+
+async def test_switching_mode_continues_on_a_new_connection(
+    gateway: Gateway, fake: FakeGeminiServer
+) -> None:
+    async with gateway.session("text") as client:
+        await client.say("remember the word pineapple")
+        await client.send("session.update", mode="voice")
+        await client.last("session.updated")
+        second = await fake.wait_connections(2)
+        events = await client.say("now with a voice")
+    assert second.setup["generationConfig"]["responseModalities"] == ["AUDIO"]
+    history = second.received("clientContent")[0]["clientContent"]
+    assert history["turnComplete"] is False
+    assert "pineapple" in str(history["turns"])
+    assert events[-1]["text"] == "You said: now with a voice"
+    assert client.audio
+
+
+async def test_two_sessions_get_two_upstream_sessions(
+    gateway: Gateway, fake: FakeGeminiServer
+) -> None:
+    async with gateway.session("text") as a, gateway.session("text", sub="bob") as b:
+        replies = await asyncio.gather(a.say("from a"), b.say("from b"))
+    assert [r[-1]["text"] for r in replies] == ["You said: from a", "You said: from b"]
+    assert len(fake.connections) == 2

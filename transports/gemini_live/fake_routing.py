@@ -1,0 +1,164 @@
+"""What the fake Gemini Live model answers: directives, the ``LocalBrain``, tool arguments.
+
+Pure. An input is the newest user text (``clientContent`` with ``turnComplete``, or
+``realtimeInput.text``), an utterance the server VAD heard (its duration), or nothing (a
+``turnComplete`` with no user text: "I'm listening."). ``decide`` turns it into a ``Plan``;
+fake-only directives in user text come before the brain:
+
+- ``/drop TEXT``: speak TEXT, close 1011 "Internal error occurred" after two model messages;
+- ``/goaway``: ``goAway`` with 1 s left now (the socket closes 1001 after it), and an empty turn
+  so the client's receive loop ends and it gets a fresh resumption handle;
+- ``/hang``: no reply; the turn never completes until the user barges in.
+
+Then the brain (``transports.local.brain``): ``Say`` → ``SpeechPlan``; ``CallTools`` →
+``CallsPlan``; ``Fail`` → close 1011 "Internal error occurred"; ``ResponseError`` → close 1011
+with its message (Live has no JSON error message). Tool results go to
+``brain.reply_to_tool_results``.
+
+Arguments. A function call's ``args`` must be a JSON object on the wire, so the brain's argument
+text is parsed: an object is sent as is; other valid JSON becomes ``{"value": …}``; text that is
+not JSON (``/badjson``) becomes ``{"x": null}`` — the real service cannot send invalid JSON
+arguments, and this is the closest thing it could send (a broken argument value).
+
+Envelopes. A ``functionResponse.response`` is an object; when it is exactly ``{"output": X}``
+with an object X, the brain gets X, otherwise the whole response (``{"error": …}`` included).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from transports.gemini_live.fake_speech import INTERNAL_ERROR, HangPlan, SpeechPlan
+from transports.gemini_live.fake_wire import INTERNAL, fit_reason
+from transports.local.brain import (
+    CallTools,
+    Fail,
+    LocalBrain,
+    Reply,
+    ResponseError,
+    Say,
+    ToolCall,
+    ToolResultTuple,
+)
+
+__all__ = [
+    "DROP_AFTER_MESSAGES",
+    "GO_AWAY_DIRECTIVE_S",
+    "LISTENING",
+    "CallsPlan",
+    "FailPlan",
+    "GoAwayPlan",
+    "Input",
+    "NothingInput",
+    "Plan",
+    "TextInput",
+    "UtteranceInput",
+    "decide",
+    "decide_results",
+    "envelope_of",
+    "tool_args",
+]
+
+LISTENING = "I'm listening."
+DROP_AFTER_MESSAGES = 2
+GO_AWAY_DIRECTIVE_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class TextInput:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class UtteranceInput:
+    duration_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class NothingInput:
+    pass
+
+
+Input = TextInput | UtteranceInput | NothingInput
+
+
+@dataclass(frozen=True, slots=True)
+class CallsPlan:
+    calls: tuple[ToolCall, ...]  # the brain's calls; the session gives them wire ids
+
+
+@dataclass(frozen=True, slots=True)
+class GoAwayPlan:
+    time_left_s: float = GO_AWAY_DIRECTIVE_S
+    then_say: str = ""  # the turn that follows the goAway
+
+
+@dataclass(frozen=True, slots=True)
+class FailPlan:
+    code: int
+    reason: str
+
+
+Plan = SpeechPlan | HangPlan | CallsPlan | GoAwayPlan | FailPlan
+
+
+def tool_args(arguments: str) -> dict[str, Any]:
+    """The wire ``args`` object for the brain's argument text (see above)."""
+    try:
+        parsed = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return {"x": None}
+    return parsed if isinstance(parsed, dict) else {"value": parsed}
+
+
+def envelope_of(response: dict[str, Any]) -> dict[str, Any]:
+    """What the brain sees of a ``functionResponse.response`` (see above)."""
+    output = response.get("output")
+    if len(response) == 1 and isinstance(output, dict):
+        return output
+    return response
+
+
+def _plan_of(reply: Reply) -> Plan:
+    if isinstance(reply, Say):
+        return SpeechPlan(reply.text, delay_ms=reply.delay_ms)
+    if isinstance(reply, CallTools):
+        return CallsPlan(reply.calls)
+    if isinstance(reply, ResponseError):
+        return FailPlan(INTERNAL, fit_reason(reply.message or INTERNAL_ERROR))
+    assert isinstance(reply, Fail)
+    return FailPlan(INTERNAL, INTERNAL_ERROR)
+
+
+def _directive(text: str) -> Plan | None:
+    command, *rest = text.strip().split(None, 1) or [""]
+    argument = rest[0].strip() if rest else ""
+    if command == "/drop":
+        return SpeechPlan(argument, drop_after=DROP_AFTER_MESSAGES)
+    if command == "/goaway":
+        return GoAwayPlan()
+    if command == "/hang":
+        return HangPlan()
+    return None
+
+
+def decide(given: Input, brain: LocalBrain) -> Plan:
+    if isinstance(given, TextInput):
+        directive = _directive(given.text)
+        if directive is not None:
+            return directive
+        return _plan_of(brain.reply_to_text(given.text))
+    if isinstance(given, UtteranceInput):
+        return _plan_of(brain.reply_to_utterance(given.duration_ms))
+    return SpeechPlan(LISTENING)
+
+
+def decide_results(results: list[ToolResultTuple], brain: LocalBrain) -> Plan:
+    """The reply once every call of the batch is answered (the session waits until then)."""
+    reply = brain.reply_to_tool_results(results)
+    if reply is None:  # the brain's batch is not the one answered (an older snapshot): say so
+        return SpeechPlan("Tool results: " + "; ".join(name for _, name, _ in results))
+    return _plan_of(reply)

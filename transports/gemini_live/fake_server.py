@@ -1,0 +1,239 @@
+"""A faithful fake Gemini Live (``BidiGenerateContent``) server, for tests and benchmarks.
+
+The protocol lives in the pure ``FakeGeminiSession`` (``fake_session``) and each connection's
+tasks in ``FakeGeminiConnection`` (``fake_connection``); this module is the listener. It serves
+TLS (the official SDK only speaks ``wss://``; ``fake_tls`` makes the certificate), accepts the
+upgrade on any path ending in
+``google.ai.generativelanguage.{v1,v1beta,v1alpha}.GenerativeService.BidiGenerateContent`` (or
+``…Constrained``) whatever comes before it (``//`` included; else HTTP 404), checks the key
+(``x-goog-api-key``, ``?key=``, ``Authorization: Token …``, ``?access_token=``; a wrong or missing
+key → HTTP 401 with a JSON body), accepts client frames up to 16 MiB with permessage-deflate, and
+keeps the resumption handles of every session (``handles``) across connections.
+
+Run it alone with ``python -m transports.gemini_live.fake_server --port P --cert-dir DIR``: it
+prints ``listening https://127.0.0.1:P`` and serves until SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import signal
+import ssl
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+from aiohttp import web
+
+from transports.gemini_live.fake_connection import FakeGeminiConnection
+from transports.gemini_live.fake_memory import SessionStore, Snapshot
+from transports.gemini_live.fake_options import FakeGeminiOptions
+from transports.gemini_live.fake_tls import (
+    client_ssl_context,
+    ensure_certificate,
+    server_ssl_context,
+)
+
+__all__ = ["FakeGeminiConnection", "FakeGeminiOptions", "FakeGeminiServer", "main"]
+
+_SHUTDOWN_REASON = "server shutting down"
+MAX_CLIENT_FRAME = 16 * 2**20
+_PATH = re.compile(
+    r"(?:^|/)google\.ai\.generativelanguage\.v1(?:beta|alpha)?\."
+    r"GenerativeService\.BidiGenerateContent(?:Constrained)?$"
+)
+
+
+class FakeGeminiServer:
+    """The fake on a loopback TLS port; ``async with FakeGeminiServer(cert_dir=d) as server:``."""
+
+    def __init__(self, options: FakeGeminiOptions | None = None, *, cert_dir: Path) -> None:
+        self.options = options or FakeGeminiOptions()
+        self.connections: list[FakeGeminiConnection] = []
+        self.store = SessionStore()
+        self._certificate = ensure_certificate(Path(cert_dir))
+        self._runner: web.AppRunner | None = None
+        self._host = "127.0.0.1"
+        self._port = 0
+        self._accepted = asyncio.Condition()
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """The SDK's ``http_options.base_url``."""
+        return f"https://{self._host}:{self._port}"
+
+    @property
+    def ca_file(self) -> Path:
+        """The PEM a client must trust (the self-signed ``cert.pem``)."""
+        return self._certificate.cert_file
+
+    @property
+    def handles(self) -> dict[str, Snapshot]:
+        """Resumption handles issued, each with the session snapshot it restores."""
+        return self.store.handles
+
+    def client_ssl_context(self) -> ssl.SSLContext:
+        return client_ssl_context(self.ca_file)
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        app = web.Application()
+        app.router.add_route("GET", "/{tail:.*}", self._handle)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port, ssl_context=server_ssl_context(self._certificate))
+        await site.start()
+        self._runner = runner
+        self._host = "127.0.0.1" if host in ("", "0.0.0.0") else host
+        self._port = int(runner.addresses[0][1])
+
+    async def stop(self) -> None:
+        """Close every connection (1001) and the listener."""
+        open_connections = [c for c in self.connections if not c.closed.is_set()]
+        await asyncio.gather(*(c.drop(1001, _SHUTDOWN_REASON) for c in open_connections))
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()
+
+    async def wait_connections(
+        self,
+        count: int,
+        timeout: float = 5.0,  # noqa: ASYNC109 (the public test API takes a timeout)
+    ) -> FakeGeminiConnection:
+        """``connections[count - 1]`` once it exists."""
+        async with asyncio.timeout(timeout), self._accepted:
+            await self._accepted.wait_for(lambda: len(self.connections) >= count)
+        return self.connections[count - 1]
+
+    async def __aenter__(self) -> FakeGeminiServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if _PATH.search(request.path) is None:
+            return _error_response(404, "NOT_FOUND", f"Method not found: {request.path}")
+        if (problem := self._auth_problem(request)) is not None:
+            return _error_response(401, "UNAUTHENTICATED", problem)
+        ws = web.WebSocketResponse(
+            max_msg_size=MAX_CLIENT_FRAME, compress=True, autoping=True, decode_text=False
+        )
+        if not ws.can_prepare(request).ok:
+            return _error_response(
+                400, "FAILED_PRECONDITION", "Request is missing a WebSocket upgrade."
+            )
+        await ws.prepare(request)
+        connection = FakeGeminiConnection(
+            self.options, self.store, request, len(self.connections) + 1
+        )
+        self.connections.append(connection)
+        async with self._accepted:
+            self._accepted.notify_all()
+        await connection.serve(ws)
+        return ws
+
+    def _auth_problem(self, request: web.Request) -> str | None:
+        expected = self.options.api_key
+        if expected is None:
+            return None
+        offered = [
+            request.headers.get("x-goog-api-key"),
+            request.query.get("key"),
+            request.query.get("access_token"),
+        ]
+        authorization = request.headers.get("Authorization", "")
+        scheme, _, credential = authorization.partition(" ")
+        if scheme in ("Token", "Bearer"):
+            offered.append(credential.strip())
+        offered_keys = [key for key in offered if key]
+        if not offered_keys:
+            return (
+                "Method doesn't allow unregistered callers (callers without established "
+                "identity). Please use API Key or other form of API consumer identity."
+            )
+        if expected in offered_keys:
+            return None
+        return "API key not valid. Please pass a valid API key."
+
+
+def _error_response(status: int, code: str, message: str) -> web.Response:
+    error = {"code": status, "message": message, "status": code}
+    return web.json_response({"error": error}, status=status)
+
+
+# Command line --------------------------------------------------------------------------------
+
+
+def _parse_args(argv: Sequence[str] | None) -> tuple[FakeGeminiOptions, str, int, Path]:
+    parser = argparse.ArgumentParser(
+        prog="python -m transports.gemini_live.fake_server",
+        description="A faithful fake Gemini Live (BidiGenerateContent) server on https://HOST:PORT.",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--cert-dir", type=Path, required=True, help="cert.pem + key.pem here")
+    parser.add_argument("--api-key", default=None, help="only this key is accepted")
+    parser.add_argument("--pace", type=float, default=0.0, help="1.0 = real-time audio")
+    parser.add_argument("--no-setup-complete", action="store_true", help="never answer setup")
+    parser.add_argument("--connection-lifetime-s", type=float, default=None)
+    parser.add_argument("--go-away-lead-s", type=float, default=1.0)
+    parser.add_argument("--duplicate-tool-calls", action="store_true")
+    parser.add_argument("--text-frames", action="store_true", help="server JSON in text frames")
+    parser.add_argument("--echo", action="store_true", help="answer each audio input with it")
+    parser.add_argument("--no-log", action="store_true", help="keep no frame log")
+    parser.add_argument("--no-interrupt", action="store_true", help="speech never interrupts")
+    parser.add_argument("--strict-tool-ids", action="store_true")
+    args = parser.parse_args(argv)
+    options = FakeGeminiOptions(
+        api_key=args.api_key,
+        pace=args.pace,
+        setup_complete=not args.no_setup_complete,
+        connection_lifetime_s=args.connection_lifetime_s,
+        go_away_lead_s=args.go_away_lead_s,
+        duplicate_tool_calls=args.duplicate_tool_calls,
+        binary_frames=not args.text_frames,
+        echo=args.echo,
+        log_frames=not args.no_log,
+        interrupt_on_speech=not args.no_interrupt,
+        strict_tool_ids=args.strict_tool_ids,
+    )
+    return options, args.host, args.port, args.cert_dir
+
+
+async def _serve_until_signalled(
+    options: FakeGeminiOptions, host: str, port: int, cert_dir: Path
+) -> None:
+    server = FakeGeminiServer(options, cert_dir=cert_dir)
+    await server.start(host, port)
+    print(f"listening {server.base_url}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await server.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options, host, port, cert_dir = _parse_args(argv)
+    asyncio.run(_serve_until_signalled(options, host, port, cert_dir))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
