@@ -311,3 +311,26 @@ async def test_two_sessions_get_two_upstream_sessions(
         replies = await asyncio.gather(a.say("from a"), b.say("from b"))
     assert [r[-1]["text"] for r in replies] == ["You said: from a", "You said: from b"]
     assert len(fake.connections) == 2
+
+
+async def test_a_call_running_during_a_drop_finishes_once_and_the_model_learns_its_result(
+    gateway: Gateway, fake: FakeGeminiServer
+) -> None:
+    async with gateway.session("text") as client:
+        await client.send("text.send", text='/tool sleepy {"ms": 600}')
+        started = await client.last("tool.started")
+        await fake.connections[0].drop(1011)
+        second = await fake.wait_connections(2)
+        finished = await client.last("tool.finished", call_id=started["call_id"])
+        reply = await client.last("response.done")
+        while not reply["text"]:  # the tool call's own response ends first
+            reply = await client.last("response.done")
+    assert finished["ok"] is True
+    assert [e["name"] for e in client.events if e["type"] == "tool.started"] == ["sleepy"]
+    assert gateway.decisions("sleepy") == [("sleepy", "executed")]
+    assert not second.received("toolResponse")
+    turns = [
+        m["clientContent"]["turns"][0]["parts"][0]["text"] for m in second.received("clientContent")
+    ]
+    assert any(started["call_id"] in text for text in turns)
+    assert started["call_id"] in reply["text"]

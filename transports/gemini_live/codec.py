@@ -72,6 +72,10 @@ class GeminiCodec:
         self._user_words: list[str] = []
         self._unanswered_text: str | None = None
         self._pending: dict[str, str] = {}  # call id → name, awaiting our answer
+        # Calls still running when their connection was lost: the new one does not know their
+        # ids, so their results are given to the model as text instead.
+        self._orphans: dict[str, str] = {}
+        self._queued_turns: list[str] = []  # text turns that wait for the next connection
         self._dead_ids: OrderedDict[str, None] = OrderedDict()  # cancelled or orphaned
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._usage: dict[str, Any] | None = None
@@ -222,6 +226,8 @@ class GeminiCodec:
             self._pending[call_id] = name
         if not calls:
             return
+        # The question led to calls: asking it again after a reconnect would run them twice.
+        self._unanswered_text = None
         self._dropping = False
         r = self._active
         if r is None or r.closed or r.interrupted:
@@ -283,6 +289,13 @@ class GeminiCodec:
     def tool_results(self, results: Sequence[ToolResult]) -> None:
         answers: list[tuple[str, str, Mapping[str, Any]]] = []
         for result in results:
+            orphan = self._orphans.pop(result.call_id, None)
+            if orphan is not None:
+                self._turn(
+                    f"Result of the {orphan} call {result.call_id}, which was still running "
+                    f"when the connection to you was renewed: {_short(result, limit=8000)}"
+                )
+                continue
             name = self._pending.pop(result.call_id, None)
             if name is None:
                 # Cancelled, from an earlier connection, or answered: the server must not get it.
@@ -298,8 +311,15 @@ class GeminiCodec:
             f"Result of the earlier {result.name} call {result.call_id}, after the user "
             f"answered its confirmation: {_short(result, limit=8000)}"
         )
+        self._turn(text)
+
+    def _turn(self, text: str) -> None:
+        """A user turn the model must answer; kept for the next connection while offline."""
         self.history.append(("user", text))
-        self._send(wire.text_turn(text))
+        if self.connected:
+            self.outbox.append(wire.text_turn(text))
+        else:
+            self._queued_turns.append(text)
 
     def cancel(self) -> None:
         """The client's response.cancel: Gemini has no cancel, so the rest is dropped here."""
@@ -333,8 +353,7 @@ class GeminiCodec:
         self._dropping = False
         if r is not None and not r.closed:
             out.append(ev.ResponseDone(r.response_id, "interrupted"))
-        for call_id in self._pending:
-            self._remember(self._dead_ids, call_id)
+        self._orphans.update(self._pending)
         if self._pending:
             self.notes.append(("tool_calls_orphaned", {"calls": list(self._pending)}))
         self._pending.clear()
@@ -349,6 +368,8 @@ class GeminiCodec:
             frames.append(wire.history_turns(list(self.history)))
         if self._unanswered_text is not None:
             frames.append(wire.text_turn(self._unanswered_text))
+        frames.extend(wire.text_turn(text) for text in self._queued_turns)
+        self._queued_turns.clear()
         audio, self._offline = bytes(self._offline), bytearray()
         step = 50 * MIN_APPEND_BYTES  # one second per message
         for start in range(0, len(audio), step):

@@ -229,9 +229,25 @@ class TestTools:
         (frame,) = sent(codec)
         assert [r["id"] for r in frame["toolResponse"]["functionResponses"]] == ["fc-2"]
 
-    def test_calls_of_an_earlier_connection_are_never_answered(self) -> None:
-        codec = online()
+    def test_calls_of_an_earlier_connection_are_never_answered_by_id(self) -> None:
+        codec = online("text")
+        codec.user_text("weather?")
         feed(codec, tool_call("fc-1"))
+        sent(codec)
+        codec.connection_lost()
+        codec.tool_results([result("fc-1")])  # finished while offline
+        frames = [orjson.loads(f) for f in codec.resume(resumed=True)]
+        # Not as a toolResponse (the new connection does not know fc-1), and the question is
+        # not asked again (the model would run the call twice): the result comes as text.
+        assert ["toolResponse" in f for f in frames] == [False]
+        (turn,) = frames[0]["clientContent"]["turns"]
+        assert "fc-1" in turn["parts"][0]["text"]
+        assert "temp_c" in turn["parts"][0]["text"]
+        assert frames[0]["clientContent"]["turnComplete"] is True
+
+    def test_a_cancelled_call_is_not_reported_after_a_reconnect(self) -> None:
+        codec = online()
+        feed(codec, tool_call("fc-1"), {"toolCallCancellation": {"ids": ["fc-1"]}})
         codec.connection_lost()
         codec.resume(resumed=True)
         codec.tool_results([result("fc-1")])
