@@ -25,7 +25,7 @@ import contextlib
 import functools
 import random
 import ssl
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,11 +40,11 @@ from transports import events as ev
 from transports.base import (
     Capabilities,
     Mode,
-    ToolResult,
     Transport,
     TransportError,
     UpstreamConfig,
 )
+from transports.codec_shell import CodecShell
 from transports.gemini_live import wire
 from transports.gemini_live.codec import GeminiCodec
 
@@ -83,7 +83,7 @@ def backoff_delay(attempt: int, options: GeminiOptions) -> float:
     return base * (0.75 + 0.25 * random.random())
 
 
-class GeminiLiveTransport:
+class GeminiLiveTransport(CodecShell[GeminiCodec]):
     capabilities = Capabilities(
         input_rate=wire.INPUT_RATE,
         output_rate=wire.OUTPUT_RATE,
@@ -93,14 +93,12 @@ class GeminiLiveTransport:
     )
 
     def __init__(self, options: GeminiOptions, *, client: genai.Client | None = None) -> None:
+        super().__init__()
         self.options = options
         self._client = client
-        self._codec: GeminiCodec | None = None
         self._session: AsyncSession | None = None
         self._stack: contextlib.AsyncExitStack | None = None
-        self._queue: asyncio.Queue[ev.UpstreamEvent | None] = asyncio.Queue()
         self._reader: asyncio.Task[None] | None = None
-        self._closing = False
         self._switch: bool | None = None  # a requested reconnect: True resumes, False does not
         self._attempts_used = 0
         self._progress_mark = 0
@@ -131,39 +129,6 @@ class GeminiLiveTransport:
                 raise TransportError(f"Gemini client: {exc}") from None
         await self._open(resume=False)
         self._reader = asyncio.create_task(self._read())
-
-    async def events(self) -> AsyncIterator[ev.UpstreamEvent]:
-        while (event := await self._queue.get()) is not None:
-            yield event
-        self._queue.put_nowait(None)
-
-    async def send_audio(self, pcm: bytes) -> None:
-        codec = self._codec
-        if codec is not None and not self._closing:
-            codec.audio(pcm)
-            if codec.outbox:
-                await self._flush()
-
-    async def commit_audio(self) -> None:
-        await self._do(lambda c: c.commit())
-
-    async def clear_audio(self) -> None:
-        await self._do(lambda c: c.clear())
-
-    async def send_text(self, text: str) -> None:
-        await self._do(lambda c: c.user_text(text))
-
-    async def add_context(self, text: str) -> None:
-        await self._do(lambda c: c.context(text))
-
-    async def send_tool_results(self, results: Sequence[ToolResult]) -> None:
-        await self._do(lambda c: c.tool_results(results))
-
-    async def send_late_result(self, result: ToolResult) -> None:
-        await self._do(lambda c: c.late_result(result))
-
-    async def cancel_response(self) -> None:
-        await self._do(lambda c: c.cancel())
 
     async def truncate(self, response_id: str, played_ms: int) -> None:
         return None  # capabilities.truncation is False
@@ -398,39 +363,8 @@ class GeminiLiveTransport:
 
     # -- writing -----------------------------------------------------------------------------
 
-    async def _do(self, action: Callable[[GeminiCodec], None]) -> None:
-        codec = self._codec
-        if codec is None or self._closing:
-            return
-        action(codec)
-        if codec.events:
-            events, codec.events = codec.events, []
-            for event in events:
-                self._queue.put_nowait(event)
-        if codec.outbox:
-            await self._flush()
-        if codec.notes:
-            self._log_notes()
-
-    async def _flush(self) -> None:
-        codec, session = self._codec, self._session
-        if codec is None or session is None:
-            return
-        send = session._ws.send
-        outbox = codec.outbox
-        while outbox and codec.connected:
-            frame = outbox.popleft()
-            try:
-                await send(frame)
-            except Exception as exc:  # the reader sees the close and reconnects
-                self._log.info("upstream_send_failed", error=type(exc).__name__)
-                return
-
-    def _log_notes(self) -> None:
-        assert self._codec is not None
-        notes, self._codec.notes = self._codec.notes, []
-        for name, details in notes:
-            self._log.info(name, **details)
+    def _sender(self) -> Callable[[str], Awaitable[None]] | None:
+        return None if self._session is None else self._session._ws.send
 
 
 @functools.lru_cache(maxsize=8)

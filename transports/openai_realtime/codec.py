@@ -84,6 +84,7 @@ class RealtimeCodec:
         self.instructions = config.instructions
         self.transcription_model = transcription_model
         self.outbox: deque[str] = deque()
+        self.events: list[ev.UpstreamEvent] = []  # the shell's interface; this codec emits none
         # (event name, details) for the shell to log; never audio or tool data.
         self.notes: list[tuple[str, dict[str, Any]]] = []
         self.connected = False

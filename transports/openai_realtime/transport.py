@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import functools
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,11 +28,11 @@ from transports import events as ev
 from transports.base import (
     Capabilities,
     Mode,
-    ToolResult,
     Transport,
     TransportError,
     UpstreamConfig,
 )
+from transports.codec_shell import CodecShell
 from transports.openai_realtime import wire
 from transports.openai_realtime.codec import RealtimeCodec
 
@@ -75,7 +75,7 @@ def backoff_delay(
     return base * (0.75 + 0.25 * jitter())
 
 
-class OpenAIRealtimeTransport:
+class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
     capabilities = Capabilities(
         input_rate=wire.AUDIO_RATE,
         output_rate=wire.AUDIO_RATE,
@@ -86,16 +86,14 @@ class OpenAIRealtimeTransport:
 
     def __init__(self, options: RealtimeOptions, *, client: AsyncOpenAI | None = None) -> None:
         """``client``: an SDK client to connect with; by default one shared per configuration."""
+        super().__init__()
         self.options = options
-        self._codec: RealtimeCodec | None = None
         self._client: AsyncOpenAI | None = client
         self._conn: AsyncRealtimeConnection | None = None
         self._model = options.model
-        self._queue: asyncio.Queue[ev.UpstreamEvent | None] = asyncio.Queue()
         self._reader: asyncio.Task[None] | None = None
         self._side_tasks: set[asyncio.Task[None]] = set()
         self._timers: set[asyncio.TimerHandle] = set()
-        self._closing = False
         self._attempts_used = 0
         self._progress_mark = 0
         self._log = _log
@@ -117,39 +115,6 @@ class OpenAIRealtimeTransport:
             raise TransportError(f"OpenAI client: {exc}") from None
         self._conn = await self._open()
         self._reader = asyncio.create_task(self._read())
-
-    async def events(self) -> AsyncIterator[ev.UpstreamEvent]:
-        while (event := await self._queue.get()) is not None:
-            yield event
-        self._queue.put_nowait(None)
-
-    async def send_audio(self, pcm: bytes) -> None:
-        codec = self._codec
-        if codec is not None and not self._closing:
-            codec.audio(pcm)
-            if codec.outbox:
-                await self._flush()
-
-    async def commit_audio(self) -> None:
-        await self._do(lambda c: c.commit())
-
-    async def clear_audio(self) -> None:
-        await self._do(lambda c: c.clear())
-
-    async def send_text(self, text: str) -> None:
-        await self._do(lambda c: c.user_text(text))
-
-    async def add_context(self, text: str) -> None:
-        await self._do(lambda c: c.context(text))
-
-    async def send_tool_results(self, results: Sequence[ToolResult]) -> None:
-        await self._do(lambda c: c.tool_results(results))
-
-    async def send_late_result(self, result: ToolResult) -> None:
-        await self._do(lambda c: c.late_result(result))
-
-    async def cancel_response(self) -> None:
-        await self._do(lambda c: c.cancel())
 
     async def truncate(self, response_id: str, played_ms: int) -> None:
         await self._do(lambda c: c.truncate(response_id, played_ms))
@@ -341,30 +306,8 @@ class OpenAIRealtimeTransport:
 
     # -- writing -----------------------------------------------------------------------------
 
-    async def _do(self, action: Callable[[RealtimeCodec], None]) -> None:
-        codec = self._codec
-        if codec is None or self._closing:
-            return
-        action(codec)
-        if codec.outbox:
-            await self._flush()
-        if codec.notes:
-            self._log_notes()
-
-    async def _flush(self) -> None:
-        """Send the codec's frames in order (several writers may flush; frames are popped once)."""
-        codec, conn = self._codec, self._conn
-        if codec is None or conn is None:
-            return
-        outbox = codec.outbox
-        send = frame_sender(conn)
-        while outbox and codec.connected:
-            frame = outbox.popleft()
-            try:
-                await send(frame)
-            except Exception as exc:  # the reader sees the close and reconnects; items replay
-                self._log.info("upstream_send_failed", error=type(exc).__name__)
-                return
+    def _sender(self) -> Callable[[str], Awaitable[None]] | None:
+        return None if self._conn is None else frame_sender(self._conn)
 
     def _guard_barge_in(self) -> None:
         codec = self._codec
@@ -386,12 +329,6 @@ class OpenAIRealtimeTransport:
         task: asyncio.Task[None] = asyncio.create_task(work)
         self._side_tasks.add(task)
         task.add_done_callback(self._side_tasks.discard)
-
-    def _log_notes(self) -> None:
-        assert self._codec is not None
-        notes, self._codec.notes = self._codec.notes, []
-        for name, details in notes:
-            self._log.info(name, **details)
 
 
 def frame_sender(conn: AsyncRealtimeConnection) -> Callable[[str], Awaitable[None]]:
