@@ -29,9 +29,10 @@ Mode = Literal["voice", "text"]
 class TransportError(Exception):
     """Raised by ``connect`` when the upstream session cannot be opened."""
 
-    def __init__(self, message: str, *, retryable: bool = False) -> None:
+    def __init__(self, message: str, *, retryable: bool = False, code: int | None = None) -> None:
         super().__init__(message)
         self.retryable = retryable
+        self.code = code  # the provider's close code, when it closed the connection
 
 
 @dataclass(frozen=True, slots=True)

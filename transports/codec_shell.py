@@ -114,6 +114,7 @@ class CodecShell(Generic[C]):
             try:
                 await send(frame)
             except Exception as exc:  # the reader sees the close and reconnects
+                outbox.appendleft(frame)  # the codec decides what survives the connection
                 self._log.info("upstream_send_failed", error=type(exc).__name__)
                 return
 

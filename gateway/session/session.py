@@ -504,8 +504,10 @@ class Session:
 
     async def _response_done(self, event: up.ResponseDone) -> None:
         r = self._response
+        if r is not None and r.response_id != event.response_id:
+            r = None  # e.g. a held tool response ending while the next reply is in progress
         status = event.status
-        if r is not None and r.response_id == event.response_id:
+        if r is not None:
             if r.interrupted and status == "completed":
                 status = "interrupted"
             if self._up_out is not None and not r.interrupted:

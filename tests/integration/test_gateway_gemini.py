@@ -334,3 +334,89 @@ async def test_a_call_running_during_a_drop_finishes_once_and_the_model_learns_i
     ]
     assert any(started["call_id"] in text for text in turns)
     assert started["call_id"] in reply["text"]
+
+
+# -- races found in review ------------------------------------------------------------------
+
+
+async def test_a_go_away_during_a_reply_resumes_after_that_reply(
+    fake_factory: FakeFactory, gateway_factory: GatewayFactory
+) -> None:
+    # The fake (like the service) issues a fresh handle right after each turnComplete; handles
+    # are snapshots, so resuming an older one forgets the turns after it.
+    paced = await fake_factory(pace=1.0)
+    gateway = await gemini_gateway(gateway_factory, paced)
+    async with gateway.session("text") as client:
+        await client.say("remember the word pineapple")
+        await client.send("text.send", text="/say one two three four five six seven eight")
+        await client.last("text.delta")
+        first = paced.connections[0]
+        await first.go_away(20.0)  # plenty of time: the gateway waits for the reply to end
+        await client.until_reply()
+        second = await paced.wait_connections(2)
+        issued = [
+            m["sessionResumptionUpdate"]["newHandle"]
+            for m in first.sent("sessionResumptionUpdate")
+            if m["sessionResumptionUpdate"]["resumable"]
+        ]
+    assert second.setup["sessionResumption"] == {"handle": issued[-1]}
+    assert "one two three" in str(second.history)
+
+
+async def test_typing_while_the_model_answers_is_not_reported_as_user_speech(
+    fake_factory: FakeFactory, gateway_factory: GatewayFactory
+) -> None:
+    paced = await fake_factory(pace=1.0)
+    gateway = await gemini_gateway(gateway_factory, paced)
+    async with gateway.session("text") as client:
+        await client.send("text.send", text=f"/say {LONG_REPLY}")
+        started = await client.last("response.started")
+        await client.last("text.delta")
+        await client.send("text.send", text="never mind, what time is it?")
+        events = await client.until("response.done", status="completed")
+    cut = next(e for e in events if e["type"] == "response.done")
+    assert cut["response_id"] == started["response_id"]
+    assert cut["status"] == "cancelled"
+    assert "speech.started" not in types(client.events)
+
+
+async def orphan_then_reply(client: Client, fake: FakeGeminiServer) -> tuple[str, str]:
+    """A call (sleepy, 1.2 s) runs; the connection drops; on the new connection the user asks
+    for a long spoken reply; the call finishes while that reply plays. The ids of the tool
+    response and of the reply."""
+    await client.send("text.send", text='/tool sleepy {"ms": 1200}')
+    tool_started = await client.last("tool.started")
+    tool_response = [e for e in client.events if e["type"] == "response.started"][-1]
+    await fake.connections[0].drop(1011)
+    await fake.wait_connections(2)
+    await client.send("text.send", text=f"/say {LONG_REPLY}")
+    reply = await client.last("response.started")
+    await client.last("tool.finished", call_id=tool_started["call_id"], within=10)
+    return tool_response["response_id"], reply["response_id"]
+
+
+async def test_a_tool_response_that_ends_during_the_next_reply_has_no_text(
+    fake_factory: FakeFactory, gateway_factory: GatewayFactory
+) -> None:
+    # Gemini ends the tool-call response at once; the session holds that response.done until
+    # the batch finishes. A call orphaned by a drop keeps running while the new connection
+    # answers; when it finishes, the held response.done takes the text of the response in
+    # progress (session.py uses self._response without checking its id) and adds it to history.
+    paced = await fake_factory(pace=1.0)
+    gateway = await gemini_gateway(gateway_factory, paced)
+    async with gateway.session("voice") as client:
+        tool_response, _ = await orphan_then_reply(client, paced)
+        done = await client.last("response.done", response_id=tool_response)
+    assert done["text"] == ""  # protocol 9: empty for a response that only called tools
+
+
+async def test_an_orphaned_result_does_not_cut_the_reply_being_spoken(
+    fake_factory: FakeFactory, gateway_factory: GatewayFactory
+) -> None:
+    paced = await fake_factory(pace=1.0)
+    gateway = await gemini_gateway(gateway_factory, paced)
+    async with gateway.session("voice") as client:
+        _, reply = await orphan_then_reply(client, paced)
+        done = await client.last("response.done", response_id=reply, within=10)
+    assert done["status"] == "completed"
+    assert "speech.started" not in types(client.events)  # nobody spoke

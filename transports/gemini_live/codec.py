@@ -6,8 +6,10 @@ through methods and come out as client frames in ``outbox`` (and, for a local ca
 in ``events``). No I/O, no clock.
 
 - A response starts at the first model output of a turn (audio, text, transcript or a tool call)
-  and ends at ``turnComplete`` — or at a ``toolCall``: the calls are one batch, reported with the
-  response's end, and the answer after the tool results is a new response.
+  and ends at ``turnComplete``, or at a ``toolCall``: the calls are one batch, reported with the
+  response's end, and the answer after the tool results is a new response. The user's
+  transcription is unordered with the model's output, so it is closed (``TranscriptDone``) at
+  the turn's end, or before a tool call runs.
 - Tool calls are deduplicated by id (the server may deliver one twice). A ``toolResponse`` answers
   every id of a batch at once; ids cancelled by ``toolCallCancellation`` or issued on an earlier
   connection never get an answer (the server does not know them any more).
@@ -40,6 +42,10 @@ MIN_APPEND_BYTES = 20 * wire.INPUT_RATE * 2 // 1000  # 20 ms of 16 kHz PCM16
 OFFLINE_AUDIO_BYTES = 15 * wire.INPUT_RATE * 2  # 15 s
 HISTORY_TURNS = 40
 _SEEN_IDS = 4096
+_ORPHANS_PREFIX = (
+    "Results of tool calls that were still running when the connection to you was renewed "
+    "(they are done; do not call them again): "
+)
 
 
 @dataclass(slots=True)
@@ -70,13 +76,21 @@ class GeminiCodec:
         self._active: _Response | None = None
         self._dropping = False  # the rest of a cancelled turn is on its way: drop it
         self._user_words: list[str] = []
+        # The user's question the model has not answered yet (sent on this connection), and the
+        # results of tools it already led to: after a reconnect the model gets both again.
         self._unanswered_text: str | None = None
+        self._answered_results: list[str] = []
+        self._question_called_tools = False
+        self._queued: list[str] = []  # frames that wait for the next connection
+        self._offline_texts: list[str] = []  # typed while offline, in _queued
+        self._deferred: list[str] = []  # turns that wait until the model stops talking
+        self._own_interrupts = 0  # clientContent turns we sent that cut a generation
+        self._handle_stale = False  # a turn ran since the last resumable handle
+        self._generated_ids = 0
         self._pending: dict[str, str] = {}  # call id → name, awaiting our answer
         # Calls still running when their connection was lost: the new one does not know their
         # ids, so their results are given to the model as text instead.
         self._orphans: dict[str, str] = {}
-        self._queued_turns: list[str] = []  # text turns that wait for the next connection
-        self._dead_ids: OrderedDict[str, None] = OrderedDict()  # cancelled or orphaned
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._usage: dict[str, Any] | None = None
         self._uplink = bytearray()
@@ -86,8 +100,15 @@ class GeminiCodec:
 
     @property
     def idle(self) -> bool:
-        """No reply in progress and no tool call pending: a good moment to reconnect."""
-        return self._active is None and not self._pending and not self._dropping
+        """No reply in progress, no tool call pending, the user not mid-utterance and the handle
+        up to date: a good moment to reconnect."""
+        return (
+            self._active is None
+            and not self._pending
+            and not self._dropping
+            and not self._user_words
+            and not self._handle_stale
+        )
 
     def live_config(self, *, resume: bool) -> Any:
         """The ``LiveConnectConfig`` for a new connection (resuming with the handle, or not)."""
@@ -132,6 +153,7 @@ class GeminiCodec:
             handle = update.get("newHandle")
             if update.get("resumable") and isinstance(handle, str) and handle:
                 self.handle = handle
+                self._handle_stale = False
             known = True
         if "setupComplete" in message:
             known = True
@@ -144,8 +166,8 @@ class GeminiCodec:
         if self._dropping:
             return None
         if self._active is None:
-            self._user_said(out)
             self._responses += 1
+            self._handle_stale = True
             self._active = _Response(f"gemini_resp_{self._responses}")
             out.append(ev.ResponseStarted(self._active.response_id))
         return None if self._active.interrupted else self._active
@@ -166,9 +188,10 @@ class GeminiCodec:
                     continue
                 inline = part.get("inlineData")
                 if isinstance(inline, Mapping) and inline.get("data"):
+                    pcm = wire.decode_bytes(inline["data"])  # before the response may start
                     r = self._start(out)
                     if r is not None:
-                        out.append(ev.AudioDelta(r.response_id, wire.decode_bytes(inline["data"])))
+                        out.append(ev.AudioDelta(r.response_id, pcm))
                 elif isinstance(part.get("text"), str) and not part.get("thought"):
                     r = self._start(out)
                     if r is not None:
@@ -185,7 +208,10 @@ class GeminiCodec:
                 r.transcript.append(str(said["text"]))
                 out.append(ev.TranscriptDelta("assistant", str(said["text"]), r.response_id))
         if content.get("interrupted"):
-            out.append(ev.SpeechStarted())
+            if self._own_interrupts:
+                self._own_interrupts -= 1  # our own text cut the generation: not user speech
+            else:
+                out.append(ev.SpeechStarted())
             if self._active is not None:
                 self._active.interrupted = True
         if content.get("turnComplete"):
@@ -193,9 +219,11 @@ class GeminiCodec:
 
     def _turn_complete(self, out: list[ev.UpstreamEvent]) -> None:
         self._dropping = False
+        self._own_interrupts = 0
+        self._user_said(out)  # transcription may arrive after the reply started
         r, self._active = self._active, None
+        self._send_deferred()
         if r is None or r.closed:
-            self._user_said(out)
             return
         status: ev.ResponseStatus = "interrupted" if r.interrupted else "completed"
         transcript = "".join(r.transcript)
@@ -207,6 +235,8 @@ class GeminiCodec:
         if status == "completed":
             self.completed_turns += 1
             self._unanswered_text = None
+            self._answered_results.clear()
+            self._question_called_tools = False
         out.append(ev.ResponseDone(r.response_id, status, self._usage))
         self._usage = None
 
@@ -215,7 +245,9 @@ class GeminiCodec:
         for raw in message.get("functionCalls") or ():
             if not isinstance(raw, Mapping):
                 continue
-            call_id = str(raw.get("id") or f"gemini_call_{len(self._seen) + 1}")
+            if not raw.get("id"):
+                self._generated_ids += 1
+            call_id = str(raw.get("id") or f"gemini_call_{self._generated_ids}")
             if call_id in self._seen:
                 self.notes.append(("tool_call_duplicate", {"call_id": call_id}))
                 continue
@@ -226,14 +258,18 @@ class GeminiCodec:
             self._pending[call_id] = name
         if not calls:
             return
-        # The question led to calls: asking it again after a reconnect would run them twice.
-        self._unanswered_text = None
         self._dropping = False
+        self._question_called_tools = self._unanswered_text is not None
+        self._user_said(out)  # the policy checks the user's words before any call runs
         r = self._active
         if r is None or r.closed or r.interrupted:
             self._active = None
             r = self._start(out)
         assert r is not None
+        transcript = "".join(r.transcript)
+        if transcript:  # it spoke before calling
+            out.append(ev.TranscriptDone("assistant", transcript, r.response_id))
+            self.history.append(("model", transcript))
         self.history.append(("model", "; ".join(f"called {c.name}({c.arguments})" for c in calls)))
         out.append(ev.ToolCallsRequested(r.response_id, tuple(calls)))
         r.closed = True
@@ -244,7 +280,6 @@ class GeminiCodec:
         ids = [str(i) for i in message.get("ids") or () if str(i) in self._pending]
         for call_id in ids:
             del self._pending[call_id]
-            self._remember(self._dead_ids, call_id)
         if ids:
             out.append(ev.ToolCallsCancelled(tuple(ids)))
 
@@ -268,113 +303,190 @@ class GeminiCodec:
         """Push-to-talk release: the microphone is closed, the model answers what it heard."""
         if self._uplink and self.connected:
             self.outbox.append(wire.audio_input(base64.b64encode(self._uplink).decode("ascii")))
-        self._uplink.clear()
-        self._send(wire.audio_stream_end())
+            self._uplink.clear()
+        self._send(wire.audio_stream_end(), keep=True)
 
     def clear(self) -> None:
         self._uplink.clear()
         self._offline.clear()
 
     def user_text(self, text: str) -> None:
-        # clientContent interrupts the turn in progress on the server; it ends as cancelled.
+        # clientContent interrupts the turn in progress on the server (a reply, or one held by
+        # pending tool calls): the `interrupted` that follows is ours, not the user speaking.
+        busy = self._active is not None or bool(self._pending) or self._dropping
         self._cancel_active()
+        if busy and self.connected:
+            self._own_interrupts += 1
+        if not self.connected:  # into the history once it is sent (resume)
+            self._offline_texts.append(text)
+            self._queued.append(wire.text_turn(text))
+            return
         self.history.append(("user", text))
-        self._unanswered_text = text
-        self._send(wire.text_turn(text))
+        if self.connected:
+            self._unanswered_text = text
+            self._answered_results.clear()
+            self._question_called_tools = False
+            self.outbox.append(wire.text_turn(text))
+        else:
+            self._queued.append(wire.text_turn(text))
 
     def context(self, text: str) -> None:
         self.history.append(("user", text))
-        self._send(wire.text_turn(text, turn_complete=False))
+        self._send(wire.text_turn(text, turn_complete=False), keep=True)
 
     def tool_results(self, results: Sequence[ToolResult]) -> None:
         answers: list[tuple[str, str, Mapping[str, Any]]] = []
+        orphaned: list[str] = []
         for result in results:
+            if not self.connected and result.call_id in self._pending:
+                # Its connection is going away: the next one will not know the id.
+                self._orphans[result.call_id] = self._pending.pop(result.call_id)
             orphan = self._orphans.pop(result.call_id, None)
             if orphan is not None:
-                self._turn(
-                    f"Result of the {orphan} call {result.call_id}, which was still running "
-                    f"when the connection to you was renewed: {_short(result, limit=8000)}"
-                )
+                orphaned.append(f"{orphan} call {result.call_id}: {_short(result, limit=4000)}")
                 continue
-            name = self._pending.pop(result.call_id, None)
+            name = self._pending.get(result.call_id)
             if name is None:
-                # Cancelled, from an earlier connection, or answered: the server must not get it.
+                # Cancelled, answered, or never issued: the server must not get it.
                 self.notes.append(("tool_result_dropped", {"call_id": result.call_id}))
                 continue
+            summary = _short(result)  # serialised before the id leaves the pending list
             answers.append((result.call_id, name or result.name, result.envelope))
-            self.history.append(("user", f"result of {result.call_id}: {_short(result)}"))
+            del self._pending[result.call_id]
+            self._answered_results.append(f"{name} call {result.call_id}: {summary}")
+            self.history.append(("user", f"result of {result.call_id}: {summary}"))
         if answers:
             self._send(wire.tool_response(answers))
+        if orphaned:
+            # One turn for the batch, once the model is not talking.
+            self._turn(_ORPHANS_PREFIX + "; ".join(orphaned))
 
     def late_result(self, result: ToolResult) -> None:
-        text = (
+        self._turn(
             f"Result of the earlier {result.name} call {result.call_id}, after the user "
             f"answered its confirmation: {_short(result, limit=8000)}"
         )
-        self._turn(text)
 
     def _turn(self, text: str) -> None:
-        """A user turn the model must answer; kept for the next connection while offline."""
+        """A turn the model must answer that is not the user talking: it waits until the model
+        has stopped (a clientContent cuts any generation), or for the next connection."""
         self.history.append(("user", text))
-        if self.connected:
-            self.outbox.append(wire.text_turn(text))
+        frame = wire.text_turn(text)
+        if not self.connected:
+            self._queued.append(frame)
+        elif self._active is not None or self._dropping:
+            self._deferred.append(frame)
         else:
-            self._queued_turns.append(text)
+            self.outbox.append(frame)
+
+    def _send_deferred(self) -> None:
+        if self._deferred and self.connected:
+            self.outbox.append(self._deferred.pop(0))  # one at a time: each starts a turn
 
     def cancel(self) -> None:
         """The client's response.cancel: Gemini has no cancel, so the rest is dropped here."""
-        self._cancel_active()
+        if self._cancel_active():
+            self._unanswered_text = None  # not asked again after a reconnect
 
-    def _cancel_active(self) -> None:
+    def _cancel_active(self) -> bool:
         r = self._active
-        if r is not None and not r.closed:
-            r.closed = True
-            self._dropping = True
-            self.events.append(ev.ResponseDone(r.response_id, "cancelled"))
-            said = "".join(r.transcript) or "".join(r.text)
-            if said:
-                self.history.append(("model", said))
+        if r is None or r.closed:
+            return False
+        r.closed = True
+        self._dropping = True
+        self.events.append(ev.ResponseDone(r.response_id, "cancelled"))
+        said = "".join(r.transcript) or "".join(r.text)
+        if said:
+            self.history.append(("model", said))
+        return True
 
-    def _send(self, frame: str) -> None:
+    def _send(self, frame: str, *, keep: bool = False) -> None:
+        """Queue a frame now; offline, ``keep`` holds it for the next connection."""
         if self.connected:
             self.outbox.append(frame)
+        elif keep:
+            self._queued.append(frame)
 
     # -- connection changes ----------------------------------------------------------------------
 
     def connection_lost(self) -> list[ev.UpstreamEvent]:
         """The socket is gone: end the response in flight; calls pending are orphaned."""
         self.connected = False
+        # Frames not sent yet go to the next connection, except answers by id: it will not know
+        # those calls. Their results go as text, unless the question is asked again anyway
+        # (with the results it already led to).
+        unsent_answers = [f for f in self.outbox if f.startswith('{"toolResponse"')]
+        self._queued[:0] = [f for f in self.outbox if not f.startswith('{"toolResponse"')]
         self.outbox.clear()
+        if unsent_answers and self._unanswered_text is None:
+            results = [
+                f"{r.get('name')} call {r.get('id')}: "
+                + orjson.dumps(r.get("response")).decode()[:4000]
+                for frame in unsent_answers
+                for r in orjson.loads(frame)["toolResponse"]["functionResponses"]
+            ]
+            self._queued.append(wire.text_turn(_ORPHANS_PREFIX + "; ".join(results)))
         self._offline[:0] = self._uplink
         self._uplink.clear()
         self.go_away_s = None
+        self._own_interrupts = 0
         out: list[ev.UpstreamEvent] = []
+        self._user_said(out)  # the client saw the deltas: close the user's transcript
         r, self._active = self._active, None
         self._dropping = False
         if r is not None and not r.closed:
+            transcript = "".join(r.transcript)
+            if transcript:
+                self.history.append(("model", transcript))
             out.append(ev.ResponseDone(r.response_id, "interrupted"))
         self._orphans.update(self._pending)
         if self._pending:
             self.notes.append(("tool_calls_orphaned", {"calls": list(self._pending)}))
         self._pending.clear()
-        self._user_words.clear()
+        self._queued[:0] = self._deferred
+        self._deferred.clear()
         return out
 
     def resume(self, *, resumed: bool) -> list[str]:
-        """Frames for a new connection once set up; ``resumed``: it restored the session."""
+        """Frames for a new connection once set up; ``resumed``: it restored the session (as of
+        its last handle, so what came after is given again)."""
         self.connected = True
+        self._handle_stale = False
         frames: list[str] = []
+        question = self._unanswered_text
         if not resumed and self.history:
-            frames.append(wire.history_turns(list(self.history)))
-        if self._unanswered_text is not None:
-            frames.append(wire.text_turn(self._unanswered_text))
-        frames.extend(wire.text_turn(text) for text in self._queued_turns)
-        self._queued_turns.clear()
+            turns = list(self.history)
+            if question is not None and ("user", question) in turns:
+                turns.remove(("user", question))  # asked below, once
+            frames.append(wire.history_turns(turns))
+        if question is not None:
+            if self._answered_results:
+                # The question already led to tool calls; they must not run twice.
+                question += (
+                    "\n(Before the connection was renewed, tools already returned — do not call "
+                    "them again: " + "; ".join(self._answered_results) + ")"
+                )
+            elif self._question_called_tools:
+                question += (
+                    "\n(Its tool calls were already made before the connection was renewed; "
+                    "their results follow — do not call them again.)"
+                )
+            frames.append(wire.text_turn(question))
         audio, self._offline = bytes(self._offline), bytearray()
         step = 50 * MIN_APPEND_BYTES  # one second per message
         for start in range(0, len(audio), step):
             chunk = audio[start : start + step]
             frames.append(wire.audio_input(base64.b64encode(chunk).decode("ascii")))
+        sent_turns = sum(
+            1 for f in frames if f.startswith('{"clientContent"') and f.endswith("true}}")
+        )
+        sent_turns += sum(1 for f in self._queued if f.endswith('"turnComplete":true}}'))
+        frames.extend(self._queued)
+        self._queued.clear()
+        self.history.extend(("user", text) for text in self._offline_texts)
+        self._offline_texts.clear()
+        # Turns sent back to back: each one after the first cuts the reply to the one before.
+        self._own_interrupts += max(0, sent_turns - 1)
         return frames
 
     @staticmethod

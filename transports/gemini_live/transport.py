@@ -144,10 +144,11 @@ class GeminiLiveTransport(CodecShell[GeminiCodec]):
             codec.instructions = instructions
         if not changed_mode and instructions is None:
             return
-        # A new connection with the new setup; the same model may resume the session.
+        # A new connection with the new setup (the same model may resume the session). Only the
+        # reader changes connections: this stops sending here (inputs are kept for the next
+        # connection) and closes the socket; the reader ends it and reconnects.
         self._switch = not changed_mode
-        for event in codec.connection_lost():
-            self._queue.put_nowait(event)
+        codec.connected = False
         if self._session is not None:
             with contextlib.suppress(Exception):
                 await self._session._ws.close()
@@ -177,10 +178,12 @@ class GeminiLiveTransport(CodecShell[GeminiCodec]):
         assert codec is not None
         assert self._client is not None
         resume = resume and codec.handle is not None
+        if not resume:
+            codec.handle = None  # a new session: an older session's handle must not be used
         try:
             await self._connect(resume=resume)
         except TransportError as exc:
-            if not (resume and exc.args and "1008" in str(exc)):
+            if not (resume and exc.code == 1008):
                 raise
             # The handle is unknown or expired: a new session, given the history as context.
             self._log.info("upstream_handle_refused", error=str(exc))
@@ -204,7 +207,11 @@ class GeminiLiveTransport(CodecShell[GeminiCodec]):
                     )
                 )
             if session.setup_complete is None:
-                raise TransportError("Gemini Live did not answer setup with setupComplete")
+                raise TransportError(
+                    "Gemini Live did not answer setup with setupComplete", retryable=True
+                )
+            if self._closing:  # close() came while connecting: this socket must not stay open
+                raise TransportError("the transport was closed while connecting")
             if not hasattr(session, "_ws"):
                 raise TransportError("this google-genai version hides the Live connection")
         except BaseException as exc:
@@ -230,6 +237,7 @@ class GeminiLiveTransport(CodecShell[GeminiCodec]):
             return TransportError(
                 f"Gemini Live refused the session ({code}): {exc.message or exc.status or ''}",
                 retryable=code not in _FATAL_CLOSES,
+                code=code,
             )
         if isinstance(exc, InvalidStatus):
             status = exc.response.status_code
@@ -276,6 +284,8 @@ class GeminiLiveTransport(CodecShell[GeminiCodec]):
         put = self._queue.put_nowait
         loop = asyncio.get_running_loop()
         deadline: float | None = None
+        if self._switch is not None:  # an update() came while this connection was opening
+            return "switch"
         try:
             while True:
                 if codec.go_away_s is not None and deadline is None:
@@ -311,32 +321,30 @@ class GeminiLiveTransport(CodecShell[GeminiCodec]):
         codec = self._codec
         assert codec is not None
         resume = True
+        planned = outcome in ("switch", "go_away")
         if outcome == "switch":
             resume, self._switch = bool(self._switch), None
-            attempt_first = 1  # planned: at once
         elif outcome == "go_away":
             self._log.info("upstream_go_away", idle=codec.idle)
-            for event in codec.connection_lost():
-                self._queue.put_nowait(event)
-            attempt_first = 1
+        elif outcome in _FATAL_CLOSES:
+            self._queue.put_nowait(
+                ev.UpstreamFailed(f"Gemini Live closed the session (code {outcome})")
+            )
+            return False
         else:
-            if outcome in _FATAL_CLOSES:
-                self._queue.put_nowait(
-                    ev.UpstreamFailed(f"Gemini Live closed the session (code {outcome})")
-                )
-                return False
             self._log.info("upstream_reconnecting", code=outcome)
-            for event in codec.connection_lost():
-                self._queue.put_nowait(event)
-            attempt_first = 0
+        for event in codec.connection_lost():
+            self._queue.put_nowait(event)
         await self._drop_connection()
-        if codec.completed_turns != self._progress_mark:
+        # A planned change is not a failure: it does not spend the attempts of an outage.
+        if planned or codec.completed_turns != self._progress_mark:
             self._attempts_used = 0
+        attempt_first = 1
         last_error = f"closed ({outcome})"
         while self._attempts_used < self.options.reconnect_attempts:
             self._attempts_used += 1
             delay = 0.0 if attempt_first else backoff_delay(self._attempts_used, self.options)
-            attempt_first = 0
+            attempt_first = 0  # the first attempt goes at once, the later ones back off
             await asyncio.sleep(delay)
             if self._closing:
                 return False
