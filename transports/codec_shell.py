@@ -10,6 +10,7 @@ The connection-specific part (how to send one frame) is the subclass's ``_sender
 from __future__ import annotations
 
 import asyncio
+import random
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Generic, Protocol, TypeVar
@@ -17,9 +18,23 @@ from typing import Any, Generic, Protocol, TypeVar
 import structlog
 
 from transports import events as ev
-from transports.base import ToolResult
+from transports.base import ToolResult, TransportError
 
-__all__ = ["CodecShell", "ShellCodec"]
+__all__ = ["CodecShell", "ShellCodec", "backoff_delay"]
+
+
+def backoff_delay(
+    attempt: int,
+    initial_s: float,
+    max_s: float,
+    jitter: Callable[[], float] = random.random,
+) -> float:
+    """Seconds before reconnect ``attempt`` (1-based): the first at once, then doubling up to
+    ``max_s``, with jitter so that many sessions do not reconnect in step."""
+    if attempt <= 1:
+        return 0.0
+    base = min(max_s, initial_s * 2.0 ** (attempt - 2))
+    return base * (0.75 + 0.25 * jitter())
 
 
 class ShellCodec(Protocol):
@@ -52,6 +67,52 @@ class CodecShell(Generic[C]):
         self._closing = False
         self._queue = asyncio.Queue()
         self._log = structlog.get_logger("upstream")
+        self._attempts_used = 0
+        self._progress_mark = 0
+
+    async def _reconnect_with(
+        self,
+        open_once: Callable[[], Awaitable[object]],
+        *,
+        provider: str,
+        reason: str,
+        progress: Callable[[], int],
+        attempts: int,
+        delay: Callable[[int], float],
+        planned: bool = False,
+    ) -> bool:
+        """Open a new connection with bounded attempts: ``UpstreamRecovered`` or
+        ``UpstreamFailed``. Attempts are counted across recoveries until the codec's
+        ``progress`` moves (a reply completed): a server that accepts and then drops at once
+        must not cause endless reconnects. A ``planned`` change starts the count afresh."""
+        if planned or progress() != self._progress_mark:
+            self._attempts_used = 0
+        last_error = reason
+        while self._attempts_used < attempts:
+            self._attempts_used += 1
+            await asyncio.sleep(delay(self._attempts_used))
+            if self._closing:
+                return False
+            try:
+                await open_once()
+            except TransportError as exc:
+                last_error = str(exc)
+                self._log.warning(
+                    "upstream_reconnect_failed", attempt=self._attempts_used, error=last_error
+                )
+                if not exc.retryable:
+                    break
+                continue
+            self._progress_mark = progress()
+            self._queue.put_nowait(ev.UpstreamRecovered(self._attempts_used))
+            return True
+        self._queue.put_nowait(
+            ev.UpstreamFailed(
+                f"{provider} could not be reconnected after {self._attempts_used} attempts: "
+                f"{last_error}"
+            )
+        )
+        return False
 
     def _sender(self) -> Callable[[str], Awaitable[None]] | None:
         """How to send one text frame on the current connection; None when there is none."""

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import random
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ from transports.base import (
     TransportError,
     UpstreamConfig,
 )
-from transports.codec_shell import CodecShell
+from transports.codec_shell import CodecShell, backoff_delay
 from transports.gemini_live import wire
 from transports.gemini_live.codec import GeminiCodec
 
@@ -76,13 +75,6 @@ class GeminiOptions:
     go_away_margin_s: float = 1.0
 
 
-def backoff_delay(attempt: int, options: GeminiOptions) -> float:
-    if attempt <= 1:
-        return 0.0
-    base = min(options.reconnect_max_s, options.reconnect_initial_s * 2.0 ** (attempt - 2))
-    return base * (0.75 + 0.25 * random.random())
-
-
 class GeminiLiveTransport(CodecShell[GeminiCodec]):
     capabilities = Capabilities(
         input_rate=wire.INPUT_RATE,
@@ -100,8 +92,6 @@ class GeminiLiveTransport(CodecShell[GeminiCodec]):
         self._stack: contextlib.AsyncExitStack | None = None
         self._reader: asyncio.Task[None] | None = None
         self._switch: bool | None = None  # a requested reconnect: True resumes, False does not
-        self._attempts_used = 0
-        self._progress_mark = 0
         self._log = _log
 
     # -- Transport protocol ------------------------------------------------------------------
@@ -337,37 +327,17 @@ class GeminiLiveTransport(CodecShell[GeminiCodec]):
             self._queue.put_nowait(event)
         await self._drop_connection()
         # A planned change is not a failure: it does not spend the attempts of an outage.
-        if planned or codec.completed_turns != self._progress_mark:
-            self._attempts_used = 0
-        attempt_first = 1
-        last_error = f"closed ({outcome})"
-        while self._attempts_used < self.options.reconnect_attempts:
-            self._attempts_used += 1
-            delay = 0.0 if attempt_first else backoff_delay(self._attempts_used, self.options)
-            attempt_first = 0  # the first attempt goes at once, the later ones back off
-            await asyncio.sleep(delay)
-            if self._closing:
-                return False
-            try:
-                await self._open(resume=resume)
-            except TransportError as exc:
-                last_error = str(exc)
-                self._log.warning(
-                    "upstream_reconnect_failed", attempt=self._attempts_used, error=last_error
-                )
-                if not exc.retryable:
-                    break
-                continue
-            self._progress_mark = codec.completed_turns
-            self._queue.put_nowait(ev.UpstreamRecovered(self._attempts_used))
-            return True
-        self._queue.put_nowait(
-            ev.UpstreamFailed(
-                f"Gemini Live could not be reconnected after {self._attempts_used} attempts: "
-                f"{last_error}"
-            )
+        return await self._reconnect_with(
+            lambda: self._open(resume=resume),
+            provider="Gemini Live",
+            reason=f"closed ({outcome})",
+            progress=lambda: codec.completed_turns,
+            attempts=self.options.reconnect_attempts,
+            delay=lambda attempt: backoff_delay(
+                attempt, self.options.reconnect_initial_s, self.options.reconnect_max_s
+            ),
+            planned=planned,
         )
-        return False
 
     # -- writing -----------------------------------------------------------------------------
 

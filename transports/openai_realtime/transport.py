@@ -33,6 +33,7 @@ from transports.base import (
     UpstreamConfig,
 )
 from transports.codec_shell import CodecShell
+from transports.codec_shell import backoff_delay as shell_backoff
 from transports.openai_realtime import wire
 from transports.openai_realtime.codec import RealtimeCodec
 
@@ -69,10 +70,7 @@ def backoff_delay(
     attempt: int, options: RealtimeOptions, jitter: Callable[[], float] = random.random
 ) -> float:
     """Seconds before reconnect ``attempt`` (1-based): the first at once, then doubling."""
-    if attempt <= 1:
-        return 0.0
-    base = min(options.reconnect_max_s, options.reconnect_initial_s * 2.0 ** (attempt - 2))
-    return base * (0.75 + 0.25 * jitter())
+    return shell_backoff(attempt, options.reconnect_initial_s, options.reconnect_max_s, jitter)
 
 
 class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
@@ -94,8 +92,6 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
         self._reader: asyncio.Task[None] | None = None
         self._side_tasks: set[asyncio.Task[None]] = set()
         self._timers: set[asyncio.TimerHandle] = set()
-        self._attempts_used = 0
-        self._progress_mark = 0
         self._log = _log
 
     # -- Transport protocol ------------------------------------------------------------------
@@ -273,36 +269,14 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
         self._log.info("upstream_reconnecting", reason=reason)
         for neutral in codec.connection_lost():
             self._queue.put_nowait(neutral)
-        # Attempts are counted across recoveries until a response completes again: a server
-        # that accepts and then drops at once must not cause endless reconnects.
-        if codec.completed_responses != self._progress_mark:
-            self._attempts_used = 0
-        last_error = reason
-        while self._attempts_used < self.options.reconnect_attempts:
-            self._attempts_used += 1
-            await asyncio.sleep(backoff_delay(self._attempts_used, self.options))
-            if self._closing:
-                return False
-            try:
-                await self._open()
-            except TransportError as exc:
-                last_error = str(exc)
-                self._log.warning(
-                    "upstream_reconnect_failed", attempt=self._attempts_used, error=last_error
-                )
-                if not exc.retryable:
-                    break
-                continue
-            self._progress_mark = codec.completed_responses
-            self._queue.put_nowait(ev.UpstreamRecovered(self._attempts_used))
-            return True
-        self._queue.put_nowait(
-            ev.UpstreamFailed(
-                f"OpenAI Realtime could not be reconnected after {self._attempts_used} "
-                f"attempts: {last_error}"
-            )
+        return await self._reconnect_with(
+            self._open,
+            provider="OpenAI Realtime",
+            reason=reason,
+            progress=lambda: codec.completed_responses,
+            attempts=self.options.reconnect_attempts,
+            delay=lambda attempt: backoff_delay(attempt, self.options),
         )
-        return False
 
     # -- writing -----------------------------------------------------------------------------
 
