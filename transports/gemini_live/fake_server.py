@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import re
-import signal
 import ssl
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 
 from aiohttp import web
 
+from transports.fake_shell import ServerShell, serve_until_signalled
 from transports.gemini_live.fake_connection import FakeGeminiConnection
 from transports.gemini_live.fake_memory import SessionStore, Snapshot
 from transports.gemini_live.fake_options import FakeGeminiOptions
@@ -39,7 +39,6 @@ from transports.gemini_live.fake_tls import (
 
 __all__ = ["FakeGeminiConnection", "FakeGeminiOptions", "FakeGeminiServer", "main"]
 
-_SHUTDOWN_REASON = "server shutting down"
 MAX_CLIENT_FRAME = 16 * 2**20
 _PATH = re.compile(
     r"(?:^|/)google\.ai\.generativelanguage\.v1(?:beta|alpha)?\."
@@ -47,22 +46,14 @@ _PATH = re.compile(
 )
 
 
-class FakeGeminiServer:
+class FakeGeminiServer(ServerShell[FakeGeminiConnection]):
     """The fake on a loopback TLS port; ``async with FakeGeminiServer(cert_dir=d) as server:``."""
 
     def __init__(self, options: FakeGeminiOptions | None = None, *, cert_dir: Path) -> None:
+        super().__init__()
         self.options = options or FakeGeminiOptions()
-        self.connections: list[FakeGeminiConnection] = []
         self.store = SessionStore()
         self._certificate = ensure_certificate(Path(cert_dir))
-        self._runner: web.AppRunner | None = None
-        self._host = "127.0.0.1"
-        self._port = 0
-        self._accepted = asyncio.Condition()
-
-    @property
-    def port(self) -> int:
-        return self._port
 
     @property
     def base_url(self) -> str:
@@ -82,46 +73,11 @@ class FakeGeminiServer:
     def client_ssl_context(self) -> ssl.SSLContext:
         return client_ssl_context(self.ca_file)
 
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
-        app = web.Application()
-        app.router.add_route("GET", "/{tail:.*}", self._handle)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, host, port, ssl_context=server_ssl_context(self._certificate))
-        await site.start()
-        self._runner = runner
-        self._host = "127.0.0.1" if host in ("", "0.0.0.0") else host
-        self._port = int(runner.addresses[0][1])
+    def _ssl_context(self) -> ssl.SSLContext:
+        return server_ssl_context(self._certificate)
 
-    async def stop(self) -> None:
-        """Close every connection (1001) and the listener."""
-        open_connections = [c for c in self.connections if not c.closed.is_set()]
-        await asyncio.gather(*(c.drop(1001, _SHUTDOWN_REASON) for c in open_connections))
-        if self._runner is not None:
-            runner, self._runner = self._runner, None
-            await runner.cleanup()
-
-    async def wait_connections(
-        self,
-        count: int,
-        timeout: float = 5.0,  # noqa: ASYNC109 (the public test API takes a timeout)
-    ) -> FakeGeminiConnection:
-        """``connections[count - 1]`` once it exists."""
-        async with asyncio.timeout(timeout), self._accepted:
-            await self._accepted.wait_for(lambda: len(self.connections) >= count)
-        return self.connections[count - 1]
-
-    async def __aenter__(self) -> FakeGeminiServer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
+    def _advertised_host(self, host: str) -> str:
+        return "127.0.0.1" if host in ("", "0.0.0.0") else host
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         if _PATH.search(request.path) is None:
@@ -139,9 +95,7 @@ class FakeGeminiServer:
         connection = FakeGeminiConnection(
             self.options, self.store, request, len(self.connections) + 1
         )
-        self.connections.append(connection)
-        async with self._accepted:
-            self._accepted.notify_all()
+        await self._accept(connection)
         await connection.serve(ws)
         return ws
 
@@ -213,25 +167,10 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[FakeGeminiOptions, str, int
     return options, args.host, args.port, args.cert_dir
 
 
-async def _serve_until_signalled(
-    options: FakeGeminiOptions, host: str, port: int, cert_dir: Path
-) -> None:
-    server = FakeGeminiServer(options, cert_dir=cert_dir)
-    await server.start(host, port)
-    print(f"listening {server.base_url}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        await server.stop()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     options, host, port, cert_dir = _parse_args(argv)
-    asyncio.run(_serve_until_signalled(options, host, port, cert_dir))
+    make_server = functools.partial(FakeGeminiServer, options, cert_dir=cert_dir)
+    asyncio.run(serve_until_signalled(make_server, host, port, lambda server: server.base_url))
     return 0
 
 

@@ -32,6 +32,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from transports.fake_close import CLOSE_REASON_MAX_BYTES, Close
+
 __all__ = [
     "AUDIO_OUT_MIME",
     "CLIENT_MESSAGE_KEYS",
@@ -64,7 +66,6 @@ __all__ = [
 
 Message = dict[str, Any]
 
-CLOSE_REASON_MAX_BYTES = 123
 AUDIO_OUT_MIME = "audio/pcm;rate=24000"
 
 # Close codes and the reasons the real service gives for them (section 12 of the reference).
@@ -222,16 +223,6 @@ class Send:
 @dataclass(frozen=True, slots=True)
 class SendRaw:
     frame: bytes  # one compact JSON server message, already serialised
-
-
-@dataclass(frozen=True, slots=True)
-class Close:
-    code: int
-    reason: str
-
-    def __post_init__(self) -> None:
-        if len(self.reason.encode()) > CLOSE_REASON_MAX_BYTES:
-            raise ValueError("a close reason holds at most 123 bytes")
 
 
 @dataclass(frozen=True, slots=True)

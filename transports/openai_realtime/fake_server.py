@@ -20,55 +20,34 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import logging
-import signal
 import sys
 import time
-from collections.abc import Mapping, Sequence
-from types import TracebackType
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 from aiohttp import WSMsgType, web
 
+from transports.fake_shell import ConnectionShell, ServerShell, serve_until_signalled
 from transports.openai_realtime.fake_session import FakeOptions, FakeSession
-from transports.openai_realtime.fake_wire import Action, Begin, Close, Event, Halt, Send
+from transports.openai_realtime.fake_wire import Action, Begin, Close, Event, Halt, Send, Step
 
 __all__ = ["FakeConnection", "FakeOptions", "FakeRealtimeServer", "main"]
 
 _log = logging.getLogger(__name__)
-_SHUTDOWN_REASON = "server shutting down"
 _BUG_REASON = "fake server error"
-_CLOSE_GRACE_S = 2.0  # a peer that stopped reading can hold the writer; then the TCP goes
-_HIGH_WATER = 64  # queued frames: a response's delivery waits above this, until the writer
-_LOW_WATER = 16  # has brought the queue back down to this
 _INSECURE_KEY_PROTOCOL = "openai-insecure-api-key."
 
-_Outgoing = Event | Close | None  # None stops the writer
 
-
-class FakeConnection:
+class FakeConnection(ConnectionShell[FakeOptions, str, Event]):
     """One accepted WebSocket: the session, its frame log and the tasks that serve it."""
 
     def __init__(self, options: FakeOptions, request: web.Request, number: int) -> None:
-        self.options = options
-        self.number = number
+        super().__init__(options, request, number)
         self.model: str = request.query.get("model", "")
-        self.headers: Mapping[str, str] = request.headers
-        self.log: list[tuple[str, dict[str, Any]]] = []
-        self.close_code: int | None = None
-        self.closed = asyncio.Event()
-        self._request = request
         self._session = FakeSession(options, model=self.model, number=number, now_unix=time.time())
-        self._by_type: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        self._changed = asyncio.Condition()
-        self._waiters = 0
-        self._outbox: asyncio.Queue[_Outgoing] = asyncio.Queue()
-        self._drained = asyncio.Event()  # the outbox is at or below the low-water mark
-        self._drained.set()
-        self._closing = False  # a close is queued: nothing more is sent
-        self._deliveries: dict[str, asyncio.Task[None]] = {}
-        self._timers: list[asyncio.TimerHandle] = []
         self._greeter: asyncio.Task[None] | None = None
 
     # Test API -------------------------------------------------------------------------------
@@ -85,11 +64,11 @@ class FakeConnection:
 
     def received(self, type_: str) -> list[dict[str, Any]]:
         """Client events of that type, from the log."""
-        return list(self._by_type.get(("in", type_), ()))
+        return list(self._index.get(("in", type_), ()))
 
     def sent(self, type_: str) -> list[dict[str, Any]]:
         """Server events of that type, from the log."""
-        return list(self._by_type.get(("out", type_), ()))
+        return list(self._index.get(("out", type_), ()))
 
     async def wait_for(
         self,
@@ -100,24 +79,7 @@ class FakeConnection:
     ) -> dict[str, Any]:
         """The ``count``-th logged event of that type; ``TimeoutError`` if it does not come,
         ``ConnectionError`` if the connection closes without it."""
-        if direction not in ("in", "out"):
-            raise ValueError("direction is 'in' or 'out'")
-        if not self.options.log_frames:
-            raise RuntimeError("wait_for needs the frame log (log_frames=True)")
-        key = (direction, type_)
-        async with asyncio.timeout(timeout), self._changed:
-            self._waiters += 1
-            try:
-                while len(self._by_type.get(key, ())) < count:
-                    if self.closed.is_set():
-                        raise ConnectionError(
-                            f"connection closed ({self.close_code}) before {direction} "
-                            f"{type_!r} #{count}"
-                        )
-                    await self._changed.wait()
-            finally:
-                self._waiters -= 1
-        return self._by_type[key][count - 1]
+        return await self._wait_logged(direction, type_, count, timeout)
 
     async def expire(self) -> None:
         """The session expires now: ``error`` ``session_expired``, then close 1001."""
@@ -130,63 +92,31 @@ class FakeConnection:
             self._outbox.get_nowait()
         self._apply(self._session.shut_down())
         self._apply([Close(code, reason)])
-        try:
-            async with asyncio.timeout(_CLOSE_GRACE_S):
-                await self.closed.wait()
-        except TimeoutError:  # the writer is stuck behind a peer that does not read
-            if self.close_code is None:
-                self.close_code = 1006  # no close frame could be sent
-            if (transport := self._request.transport) is not None:
-                transport.abort()  # close() would wait to flush what the peer never reads
-            await self.closed.wait()
+        await self._await_closed()
 
     # Serving --------------------------------------------------------------------------------
 
     async def serve(self, ws: web.WebSocketResponse, *, beta: bool) -> None:
-        loop = asyncio.get_running_loop()
-        writer = asyncio.create_task(self._write(ws))
-        try:
-            if beta:
-                self._apply(self._session.reject_beta())
-            else:
-                if self.options.session_created:
-                    self._greeter = asyncio.create_task(self._greet())
-                expiry = loop.call_later(self.options.max_duration_s, self._expire_now)
-                self._timers.append(expiry)
-            await self._read(ws)
-        except Exception:
-            _log.exception("fake realtime connection %d failed", self.number)
-            self._apply([Close(1011, _BUG_REASON)])
-        finally:
-            for timer in self._timers:
-                timer.cancel()
-            self._session.shut_down()
-            tasks = [*self._deliveries.values(), *([self._greeter] if self._greeter else [])]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            self._outbox.put_nowait(None)
-            await writer
-            if not ws.closed:
-                await ws.close()
-            if self.close_code is None:
-                self.close_code = ws.close_code if ws.close_code is not None else 1006
-            self.closed.set()
-            await self._notify()
+        await self._serve(ws, lambda: self._start(beta=beta))
 
-    async def _read(self, ws: web.WebSocketResponse) -> None:
-        while True:
-            message = await ws.receive()
-            if message.type in (WSMsgType.TEXT, WSMsgType.BINARY):
-                await self._on_frame(message.data)
-            elif message.type is WSMsgType.CLOSE:
-                if self.close_code is None:  # the client closed first
-                    self.close_code = int(message.data)
-                return
-            else:  # CLOSING (we closed), CLOSED or ERROR (the peer vanished)
-                if self.close_code is None:
-                    self.close_code = 1006
-                return
+    def _start(self, *, beta: bool) -> None:
+        if beta:
+            self._apply(self._session.reject_beta())
+            return
+        if self.options.session_created:
+            self._greeter = asyncio.create_task(self._greet())
+        loop = asyncio.get_running_loop()
+        self._timers.append(loop.call_later(self.options.max_duration_s, self._expire_now))
+
+    def _failed(self) -> None:
+        _log.exception("fake realtime connection %d failed", self.number)
+        self._apply([Close(1011, _BUG_REASON)])
+
+    def _shut_down(self) -> None:
+        self._session.shut_down()
+
+    def _extra_tasks(self) -> list[asyncio.Task[None]]:
+        return [self._greeter] if self._greeter else []
 
     async def _on_frame(self, data: str | bytes) -> None:
         try:
@@ -201,22 +131,13 @@ class FakeConnection:
         self._apply(actions)
         await self._notify()
 
-    async def _write(self, ws: web.WebSocketResponse) -> None:
-        while (item := await self._outbox.get()) is not None:
-            if self._outbox.qsize() <= _LOW_WATER:
-                self._drained.set()
-            if isinstance(item, Close):
-                self.close_code = item.code
-                await ws.close(code=item.code, message=item.reason.encode())
-                return
-            if ws.closed:
-                continue
-            try:
-                await ws.send_frame(orjson.dumps(item), WSMsgType.TEXT)
-            except ConnectionError:
-                continue
-            self._record("out", item)
-            await self._notify()
+    async def _send(self, ws: web.WebSocketResponse, item: Event) -> None:
+        try:
+            await ws.send_frame(orjson.dumps(item), WSMsgType.TEXT)
+        except ConnectionError:
+            return
+        self._record("out", item)
+        await self._notify()
 
     async def _greet(self) -> None:
         if self.options.created_delay_s > 0:
@@ -227,128 +148,40 @@ class FakeConnection:
     def _expire_now(self) -> None:
         self._apply(self._session.expire())
 
-    async def _deliver(self, response_id: str) -> None:
-        """Send one response's steps, paced by its audio; cancelled when it is halted."""
-        loop = asyncio.get_running_loop()
-        pace = self.options.pace
-        origin, audio_s = loop.time(), 0.0
-        try:
-            while (step := self._session.next_step(response_id)) is not None:
-                self._apply(step.actions)
-                if step.hang:
-                    await loop.create_future()  # until the response is cancelled
-                if step.wait_s > 0:
-                    await asyncio.sleep(step.wait_s)
-                    origin, audio_s = loop.time(), 0.0
-                    continue
-                if self._outbox.qsize() > _HIGH_WATER:  # the peer reads slower than we make
-                    self._drained.clear()
-                    await self._drained.wait()
-                audio_s += step.audio_s
-                if pace > 0 and step.audio_s > 0:
-                    # Against the response's start, so waits do not drift.
-                    await asyncio.sleep(max(0.0, origin + audio_s * pace - loop.time()))
-                else:
-                    await asyncio.sleep(0)  # let cancels and barge-in land between deltas
-        except Exception:
-            _log.exception("fake realtime response %s failed", response_id)
-            self._apply([*self._session.shut_down(), Close(1011, _BUG_REASON)])
-        finally:
-            if self._deliveries.get(response_id) is asyncio.current_task():
-                del self._deliveries[response_id]
+    def _next_step(self, key: str) -> Step | None:
+        return self._session.next_step(key)
+
+    def _delivery_failed(self, key: str) -> None:
+        _log.exception("fake realtime response %s failed", key)
+        self._apply([*self._session.shut_down(), Close(1011, _BUG_REASON)])
 
     def _apply(self, actions: Sequence[Action]) -> None:
         for action in actions:
             if isinstance(action, Send):
-                if not self._closing:
-                    self._outbox.put_nowait(action.event)
+                self._queue(action.event)
             elif isinstance(action, Close):
-                if not self._closing:
-                    self._closing = True
-                    self._outbox.put_nowait(action)
+                self._queue(action)
             elif isinstance(action, Begin):
-                delivery = asyncio.create_task(self._deliver(action.response_id))
-                self._deliveries[action.response_id] = delivery
+                self._begin(action.response_id)
             elif isinstance(action, Halt):
-                task = self._deliveries.get(action.response_id)
-                if task is not None and task is not asyncio.current_task():
-                    del self._deliveries[action.response_id]
-                    task.cancel()
+                self._halt(action.response_id)
 
     def _record(self, direction: str, event: dict[str, Any]) -> None:
-        if not self.options.log_frames:
-            return
-        self.log.append((direction, event))
         type_ = event.get("type")
-        if isinstance(type_, str):
-            self._by_type.setdefault((direction, type_), []).append(event)
-
-    async def _notify(self) -> None:
-        if self._waiters:
-            async with self._changed:
-                self._changed.notify_all()
+        self._log_frame(direction, event, [type_] if isinstance(type_, str) else [], event)
 
 
-class FakeRealtimeServer:
+class FakeRealtimeServer(ServerShell[FakeConnection]):
     """The fake on a loopback port; ``async with FakeRealtimeServer() as server: ...``."""
 
     def __init__(self, options: FakeOptions | None = None) -> None:
+        super().__init__()
         self.options = options or FakeOptions()
-        self.connections: list[FakeConnection] = []
-        self._runner: web.AppRunner | None = None
-        self._host = "127.0.0.1"
-        self._port = 0
-        self._accepted = asyncio.Condition()
-
-    @property
-    def port(self) -> int:
-        return self._port
 
     @property
     def ws_url(self) -> str:
         """The SDK's ``websocket_base_url``."""
         return f"ws://{self._host}:{self._port}/v1"
-
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
-        app = web.Application()
-        app.router.add_route("GET", "/{tail:.*}", self._handle)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, host, port)
-        await site.start()
-        self._runner = runner
-        self._host = host
-        self._port = int(runner.addresses[0][1])
-
-    async def stop(self) -> None:
-        """Close every connection (1001) and the listener."""
-        open_connections = [c for c in self.connections if not c.closed.is_set()]
-        await asyncio.gather(*(c.drop(1001, _SHUTDOWN_REASON) for c in open_connections))
-        if self._runner is not None:
-            runner, self._runner = self._runner, None
-            await runner.cleanup()
-
-    async def wait_connections(
-        self,
-        count: int,
-        timeout: float = 5.0,  # noqa: ASYNC109 (the public test API takes a timeout)
-    ) -> FakeConnection:
-        """``connections[count - 1]`` once it exists."""
-        async with asyncio.timeout(timeout), self._accepted:
-            await self._accepted.wait_for(lambda: len(self.connections) >= count)
-        return self.connections[count - 1]
-
-    async def __aenter__(self) -> FakeRealtimeServer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         if not request.path.endswith("/realtime"):
@@ -367,9 +200,7 @@ class FakeRealtimeServer:
             return _error_response(426, "upgrade_required", "Expected a WebSocket upgrade.")
         await ws.prepare(request)
         connection = FakeConnection(self.options, request, len(self.connections) + 1)
-        self.connections.append(connection)
-        async with self._accepted:
-            self._accepted.notify_all()
+        await self._accept(connection)
         await connection.serve(ws, beta="OpenAI-Beta" in request.headers)
         return ws
 
@@ -422,23 +253,10 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[FakeOptions, str, int]:
     return options, args.host, args.port
 
 
-async def _serve_until_signalled(options: FakeOptions, host: str, port: int) -> None:
-    server = FakeRealtimeServer(options)
-    await server.start(host, port)
-    print(f"listening {server.ws_url}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        await server.stop()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     options, host, port = _parse_args(argv)
-    asyncio.run(_serve_until_signalled(options, host, port))
+    make_server = functools.partial(FakeRealtimeServer, options)
+    asyncio.run(serve_until_signalled(make_server, host, port, lambda server: server.ws_url))
     return 0
 
 

@@ -23,6 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from transports.fake_close import Close
+
 __all__ = [
     "Action",
     "Begin",
@@ -44,8 +46,6 @@ __all__ = [
 ]
 
 Event = dict[str, Any]
-
-CLOSE_REASON_MAX_BYTES = 123
 
 
 class ClientError(Exception):
@@ -133,16 +133,6 @@ def invalid_value(param: str, value: Any, supported: Iterable[str] | None = None
 @dataclass(frozen=True, slots=True)
 class Send:
     event: Event
-
-
-@dataclass(frozen=True, slots=True)
-class Close:
-    code: int
-    reason: str
-
-    def __post_init__(self) -> None:
-        if len(self.reason.encode()) > CLOSE_REASON_MAX_BYTES:
-            raise ValueError("a close reason holds at most 123 bytes")
 
 
 @dataclass(frozen=True, slots=True)
