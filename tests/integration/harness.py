@@ -63,6 +63,14 @@ def pcm_silence(ms: int, rate: int = 16000) -> bytes:
     return bytes(rate * ms // 1000 * 2)
 
 
+async def speak(client: Client, ms: int, rate: int = 16000) -> None:
+    """An utterance as 20 ms binary frames: a tone, then enough silence to end it."""
+    pcm = pcm_tone(ms, rate) + pcm_silence(600, rate)
+    step = rate * 20 // 1000 * 2
+    for start in range(0, len(pcm), step):
+        await client.send_raw(pcm[start : start + step])
+
+
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 

@@ -19,8 +19,7 @@ from harness import (
     GatewayFactory,
     first,
     model_results,
-    pcm_silence,
-    pcm_tone,
+    speak,
     types,
 )
 
@@ -80,13 +79,6 @@ async def gemini_gateway(
 async def gateway(fake: FakeGeminiServer, gateway_factory: GatewayFactory) -> Gateway:
     # The fake is set up first so that it stops last: parked sessions must not reconnect.
     return await gemini_gateway(gateway_factory, fake)
-
-
-async def speak(client: Client, ms: int, rate: int = 16000) -> None:
-    pcm = pcm_tone(ms, rate) + pcm_silence(600, rate)
-    step = rate * 20 // 1000 * 2
-    for start in range(0, len(pcm), step):
-        await client.send_raw(pcm[start : start + step])
 
 
 # -- setup and turns ------------------------------------------------------------------------------

@@ -16,13 +16,12 @@ from typing import Any
 
 import pytest
 from harness import (
-    Client,
     Gateway,
     GatewayFactory,
     first,
     model_results,
-    pcm_silence,
     pcm_tone,
+    speak,
     types,
 )
 
@@ -70,14 +69,6 @@ async def openai_gateway(
 async def gateway(fake: FakeRealtimeServer, gateway_factory: GatewayFactory) -> Gateway:
     # The fake is set up first so that it stops last: parked sessions must not reconnect.
     return await openai_gateway(gateway_factory, fake)
-
-
-async def speak(client: Client, ms: int, rate: int = 16000) -> None:
-    """An utterance as 20 ms binary frames: speech, then enough silence to end it."""
-    pcm = pcm_tone(ms, rate) + pcm_silence(600, rate)
-    step = rate * 20 // 1000 * 2
-    for start in range(0, len(pcm), step):
-        await client.send_raw(pcm[start : start + step])
 
 
 def sent_items(conn: FakeConnection) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 from google.genai import types
+from transport_kit import Running
 from websockets.exceptions import ConnectionClosedError, ConnectionClosedOK
 from websockets.frames import Close
 
@@ -165,40 +166,6 @@ class FakeGenai:
         async with asyncio.timeout(3), self.opened:
             await self.opened.wait_for(lambda: len(self.conns) >= number)
         return self.conns[number - 1]
-
-
-class Running:
-    def __init__(self, sdk: FakeGenai, transport: GeminiLiveTransport) -> None:
-        self.sdk = sdk
-        self.transport = transport
-        self.events: list[ev.UpstreamEvent] = []
-        self._arrived = asyncio.Condition()
-        self._task = asyncio.create_task(self._consume())
-
-    async def _consume(self) -> None:
-        async for event in self.transport.events():
-            async with self._arrived:
-                self.events.append(event)
-                self._arrived.notify_all()
-
-    def count(self, kind: type) -> int:
-        return sum(isinstance(e, kind) for e in self.events)
-
-    def saw(self, kind: type) -> bool:
-        return self.count(kind) > 0
-
-    async def until(self, predicate: Callable[[], bool]) -> None:
-        async with asyncio.timeout(3), self._arrived:
-            await self._arrived.wait_for(predicate)
-
-    async def recovered(self, times: int) -> None:
-        await self.until(
-            lambda: self.count(ev.UpstreamRecovered) >= times or self.saw(ev.UpstreamFailed)
-        )
-
-    async def close(self) -> None:
-        await self.transport.close()
-        await asyncio.wait_for(self._task, 3)
 
 
 def options(**changes: Any) -> GeminiOptions:

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 from realtime_kit import config, updated
+from transport_kit import Running
 from websockets.exceptions import ConnectionClosedError
 from websockets.frames import Close
 
@@ -108,32 +109,6 @@ class FakeSDK:
         return conn
 
 
-class Running:
-    def __init__(self, sdk: FakeSDK, transport: OpenAIRealtimeTransport) -> None:
-        self.sdk = sdk
-        self.transport = transport
-        self.events: list[ev.UpstreamEvent] = []
-        self._arrived = asyncio.Condition()
-        self._task = asyncio.create_task(self._consume())
-
-    async def _consume(self) -> None:
-        async for event in self.transport.events():
-            async with self._arrived:
-                self.events.append(event)
-                self._arrived.notify_all()
-
-    def saw(self, kind: type) -> bool:
-        return any(isinstance(e, kind) for e in self.events)
-
-    async def until(self, *kinds: type) -> None:
-        async with asyncio.timeout(3), self._arrived:
-            await self._arrived.wait_for(lambda: any(self.saw(k) for k in kinds))
-
-    async def close(self) -> None:
-        await self.transport.close()
-        await asyncio.wait_for(self._task, 3)
-
-
 async def start(mode: str = "text", *, backoff_s: float = 0.001) -> Running:
     sdk = FakeSDK()
     transport = OpenAIRealtimeTransport(
@@ -155,7 +130,7 @@ async def test_a_mode_switch_during_the_reconnect_handshake_reaches_the_new_sess
         # session.update (text) is on its way; the client switches to voice meanwhile.
         await run.transport.update(mode="voice")
         second.push(updated(interrupt=False))
-        await run.until(ev.UpstreamRecovered)
+        await run.until_any(ev.UpstreamRecovered)
         updates = [f["session"] for f in second.frames if f["type"] == "session.update"]
         assert updates[-1]["output_modalities"] == ["audio"]
     finally:
@@ -167,7 +142,7 @@ async def test_an_unreadable_frame_during_a_reconnect_does_not_end_the_session()
     try:
         run.sdk.preface = [b"<html>502 Bad Gateway</html>"]
         run.sdk.conns[0].drop(1011)
-        await run.until(ev.UpstreamRecovered, ev.UpstreamFailed)
+        await run.until_any(ev.UpstreamRecovered, ev.UpstreamFailed)
         assert not run.saw(ev.UpstreamFailed)
     finally:
         await run.close()
@@ -232,7 +207,7 @@ async def test_frames_queued_by_several_writers_after_a_reconnect_keep_their_ord
             run.transport.add_context("a pending message"),
         )
         second.push(updated())
-        await run.until(ev.UpstreamRecovered)
+        await run.until_any(ev.UpstreamRecovered)
         await run.transport.send_text("typed after")
         items = [
             f["item"]["content"][0]["text"]
@@ -252,7 +227,7 @@ async def test_a_malformed_server_event_is_skipped() -> None:
         conn.push({"type": "response.created", "response": {"id": "resp_1"}})
         conn.push({"type": "response.output_audio.delta", "response_id": "resp_1", "delta": "%%"})
         conn.push({"type": "response.done", "response": {"id": "resp_1", "status": "completed"}})
-        await run.until(ev.ResponseDone)
+        await run.until_any(ev.ResponseDone)
         assert not run.saw(ev.UpstreamFailed)
         assert not run.saw(ev.AudioDelta)
     finally:
