@@ -464,3 +464,25 @@ async def test_an_undecodable_audio_chunk_does_not_lose_the_response_start() -> 
                 assert event.response_id in started
     finally:
         await run.close()
+
+
+async def test_an_instructions_change_does_not_downgrade_a_pending_mode_switch() -> None:
+    run = await start("voice")
+    try:
+        c1 = run.sdk.conns[0]
+        await known_handle(run, c1, "h1")
+        run.sdk.gate = asyncio.Event()
+        run.sdk.entering.clear()
+        c1.ws.drop(1011)
+        async with asyncio.timeout(3):
+            await run.sdk.entering.wait()
+        # Both changes land while the reader is still opening the next connection.
+        await run.transport.update(mode="text")
+        await run.transport.update(instructions="Be terse.")
+        run.sdk.gate.set()
+        async with asyncio.timeout(3), run.sdk.opened:
+            await run.sdk.opened.wait_for(lambda: any(c.model == TEXT_MODEL for c in run.sdk.conns))
+        (text_conn,) = [c for c in run.sdk.conns if c.model == TEXT_MODEL]
+        assert text_conn.handle is None  # a new session, never the voice session resumed
+    finally:
+        await run.close()

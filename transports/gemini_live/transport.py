@@ -137,7 +137,9 @@ class GeminiLiveTransport(CodecShell[GeminiCodec]):
         # A new connection with the new setup (the same model may resume the session). Only the
         # reader changes connections: this stops sending here (inputs are kept for the next
         # connection) and closes the socket; the reader ends it and reconnects.
-        self._switch = not changed_mode
+        # A pending mode switch (a new session) is not downgraded by a later instructions-only
+        # change (which alone could resume).
+        self._switch = (self._switch is None or self._switch) and not changed_mode
         codec.connected = False
         if self._session is not None:
             with contextlib.suppress(Exception):
