@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Generic, Protocol, TypeVar
@@ -56,7 +57,7 @@ class ShellCodec(Protocol):
 C = TypeVar("C", bound=ShellCodec)
 
 
-class CodecShell(Generic[C]):
+class CodecShell(ABC, Generic[C]):
     _codec: C | None
     _closing: bool
     _queue: asyncio.Queue[ev.UpstreamEvent | None]
@@ -114,9 +115,9 @@ class CodecShell(Generic[C]):
         )
         return False
 
+    @abstractmethod
     def _sender(self) -> Callable[[str], Awaitable[None]] | None:
         """How to send one text frame on the current connection; None when there is none."""
-        raise NotImplementedError
 
     async def events(self) -> AsyncIterator[ev.UpstreamEvent]:
         while (event := await self._queue.get()) is not None:

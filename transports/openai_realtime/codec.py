@@ -3,7 +3,8 @@
 Theory of operation. ``RealtimeCodec`` holds one conversation across upstream connections. Server
 events go in through ``receive`` and come out as neutral events for the session; the session's
 inputs (audio, text, tool results, cancel, truncate…) go in through methods and come out as client
-frames queued in ``outbox``, which the async shell sends in order. No I/O, no clock.
+frames queued in ``outbox``, which the async shell sends in order. No I/O, no clock. The state and
+the input side live in ``inputs.RealtimeInputs``; this module decodes the server's events.
 
 Rules it keeps (reference sections 6 and 7):
 
@@ -32,18 +33,17 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections import OrderedDict, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
 
 from transports import events as ev
-from transports.base import Mode, ToolResult, UpstreamConfig
+from transports.base import UpstreamConfig
 from transports.openai_realtime import wire
-from transports.openai_realtime.replay import Entry, ReplayLog
+from transports.openai_realtime.inputs import RealtimeInputs
+from transports.openai_realtime.replay import Entry
 from transports.openai_realtime.responses import ResponseState
-from transports.openai_realtime.uplink import MIN_COMMIT_BYTES, Uplink
 
 __all__ = ["NOT_RUN_OUTPUT", "RealtimeCodec"]
 
@@ -67,49 +67,18 @@ _QUIET_ERRORS = frozenset(
         "invalid_tool_call_id",
     }
 )
-_RESPONSE_CREATE_ID = "gw_response_"
 
 Handler = Callable[[Mapping[str, Any]], list[ev.UpstreamEvent]]
 
 
-class RealtimeCodec:
+class RealtimeCodec(RealtimeInputs):
     def __init__(
         self,
         config: UpstreamConfig,
         *,
         transcription_model: str = wire.DEFAULT_TRANSCRIPTION_MODEL,
     ) -> None:
-        self.config = config
-        self.mode: Mode = config.mode
-        self.instructions = config.instructions
-        self.transcription_model = transcription_model
-        self.outbox: deque[str] = deque()
-        self.events: list[ev.UpstreamEvent] = []  # the shell's interface; this codec emits none
-        # (event name, details) for the shell to log; never audio or tool data.
-        self.notes: list[tuple[str, dict[str, Any]]] = []
-        self.connected = False
-        self.session_id = ""
-        self.expires_at: float | None = None
-        self.expired = False  # the server said session_expired: the close that follows is planned
-        self.interrupt_response = True
-        self.completed_responses = 0  # progress: the transport bounds reconnects between them
-        self.replay = ReplayLog()
-        for item in config.history:
-            self.replay.add(Entry("system" if item.role == "tool" else item.role, item.text))
-        self.uplink = Uplink()
-        self._config_sent = ""  # the last session.update built for the server
-        self._active: ResponseState | None = None
-        self._requested = ""  # event id of a response.create whose response.created is awaited
-        self._requests = 0
-        self._last_request = ""
-        self._want_response = False
-        self._cancel_next = False  # the client cancelled a response that was not created yet
-        self._commit_pending = False  # push-to-talk released while offline
-        # One of our items reached the conversation after the active response had started.
-        self._unseen_input = False
-        self._recent: OrderedDict[str, ResponseState] = OrderedDict()
-        self._seen_calls: OrderedDict[str, None] = OrderedDict()
-        self._awaiting: dict[str, set[str]] = {}  # response id → calls without an output
+        super().__init__(config, transcription_model=transcription_model)
         self._handlers: dict[str, Handler] = {
             "session.created": self._session_created,
             "session.updated": self._session_updated,
@@ -133,22 +102,6 @@ class RealtimeCodec:
             "conversation.item.input_audio_transcription.failed": self._user_failed,
             "error": self._error,
         }
-
-    @property
-    def active_response_id(self) -> str | None:
-        return None if self._active is None else self._active.response_id
-
-    def session_update(self) -> str:
-        """The ``session.update`` for the current mode and instructions (remembered as sent)."""
-        self._config_sent = wire.session_update(
-            wire.session_config(
-                self.config,
-                self.mode,
-                self.instructions,
-                transcription_model=self.transcription_model,
-            )
-        )
-        return self._config_sent
 
     # -- server → session ----------------------------------------------------------------------
 
@@ -409,186 +362,6 @@ class RealtimeCodec:
             return []
         return [ev.UpstreamNotice(code, message)]
 
-    # -- session → server ----------------------------------------------------------------------
-
-    def _send(self, frame: str) -> None:
-        if self.connected:
-            self.outbox.append(frame)
-
-    def audio(self, pcm: bytes) -> None:
-        if not self.connected:
-            self.uplink.keep_offline(pcm)
-            return
-        chunk = self.uplink.take(pcm)
-        if chunk is not None:
-            self.outbox.append(wire.audio_append(base64.b64encode(chunk).decode("ascii")))
-
-    def commit(self) -> None:
-        """Push-to-talk end of utterance: the model answers what it heard."""
-        if not self.connected:
-            self._commit_pending = True  # resume() commits the buffered utterance
-            return
-        chunk = self.uplink.flush()
-        if chunk is not None:
-            self.outbox.append(wire.audio_append(base64.b64encode(chunk).decode("ascii")))
-        if self.uplink.uncommitted >= MIN_COMMIT_BYTES:
-            self.uplink.committed()
-            self.outbox.append(wire.audio_commit())
-            self.request_response()
-
-    def clear(self) -> None:
-        self.uplink.clear()
-        self._commit_pending = False
-        self._send(wire.audio_clear())
-
-    def user_text(self, text: str) -> None:
-        r = self._active
-        if r is not None and not r.interrupted:
-            self._cancel(r, by_client=True)  # a new message supersedes the answer in progress
-        self._add_item(Entry("user", text))
-        self.request_response()
-
-    def context(self, text: str) -> None:
-        self._add_item(Entry("system", text))
-
-    def tool_results(self, results: Sequence[ToolResult]) -> None:
-        for result in results:
-            response_id = next(
-                (rid for rid, ids in self._awaiting.items() if result.call_id in ids), None
-            )
-            if response_id is None:
-                self.notes.append(("tool_result_ignored", {"call_id": result.call_id}))
-                continue
-            self._add_item(Entry("output", _json(result.envelope), call_id=result.call_id))
-            waiting = self._awaiting[response_id]
-            waiting.discard(result.call_id)
-            if not waiting:
-                del self._awaiting[response_id]
-                self.request_response()
-
-    def late_result(self, result: ToolResult) -> None:
-        self._add_item(
-            Entry(
-                "system",
-                f"Result of the earlier {result.name} call {result.call_id}, after the user "
-                f"answered its confirmation: {_json(result.envelope)}",
-            )
-        )
-        self.request_response()
-
-    def cancel(self) -> None:
-        """The client's ``response.cancel``: stop the answer in progress (or about to start)."""
-        self._want_response = False
-        if self._active is not None:
-            self._cancel(self._active, by_client=True)
-        elif self._requested:
-            self._cancel_next = True
-
-    def cancel_overdue(self, response_id: str) -> None:
-        """The server has not cancelled an interrupted response by itself: do it."""
-        r = self._active
-        if r is not None and r.response_id == response_id and r.interrupted:
-            self._cancel(r)
-
-    def truncate(self, response_id: str, played_ms: int) -> None:
-        r = self._recent.get(response_id)
-        if r is None:
-            return
-        remaining = max(0, played_ms)
-        for item in r.audio:
-            heard = min(remaining, item.forwarded_ms)  # never more than the user could hear
-            remaining -= heard
-            if heard <= 0:
-                break  # this item (and any after it) was not heard at all: nothing to cut
-            if item.done and heard >= item.received_ms:
-                continue  # played to its end
-            item.heard_ms = heard
-            self._send(wire.truncate(item.item_id, heard))
-            entry = r.entries.get(item.item_id)
-            if entry is not None and r.ended:  # else cut when the response ends
-                entry.text = r.heard_text(item.item_id)
-            break
-
-    def update(self, *, mode: Mode | None = None, instructions: str | None = None) -> None:
-        if mode is not None and mode != self.mode:
-            self.mode = mode
-            if mode == "text":  # audio the server holds would start a voice turn later
-                self.clear()
-        if instructions is not None:
-            self.instructions = instructions
-        if self.connected:
-            self.outbox.append(self.session_update())
-        # Offline: resume() sends it if it differs from what the new session was given.
-
-    def request_response(self) -> None:
-        if not self.connected or self._active is not None or self._requested:
-            self._want_response = True
-            return
-        self.outbox.append(self._response_create())
-
-    def _response_create(self) -> str:
-        self._requests += 1
-        self._requested = self._last_request = f"{_RESPONSE_CREATE_ID}{self._requests}"
-        return wire.response_create(self._requested)
-
-    def _cancel(self, r: ResponseState, *, by_client: bool = False) -> None:
-        r.cancelled_by_client = r.cancelled_by_client or by_client
-        if not r.cancel_sent:
-            r.cancel_sent = True
-            self._send(wire.response_cancel(r.response_id))
-
-    def _add_item(self, entry: Entry) -> None:
-        self.replay.add(entry)
-        self._send(wire.item_create(entry.item()))
-
-    # -- connection changes ----------------------------------------------------------------------
-
-    def connection_lost(self) -> list[ev.UpstreamEvent]:
-        """The socket is gone: end the response in flight; keep everything else for ``resume``."""
-        self.connected = False
-        self.outbox.clear()
-        self.uplink.lost()
-        out: list[ev.UpstreamEvent] = []
-        r, self._active = self._active, None
-        if r is not None and not r.ended:
-            r.ended = True
-            for item_id, entry in r.entries.items():
-                entry.text = r.heard_text(item_id)
-            out.append(
-                ev.ResponseDone(
-                    r.response_id, "cancelled" if r.cancelled_by_client else "interrupted"
-                )
-            )
-            if not (r.cancel_sent or r.interrupted):
-                self._want_response = True  # cut by the network: the model answers again
-        if self._requested:
-            self._requested = ""
-            self._want_response = self._want_response or not self._cancel_next
-        self._cancel_next = False
-        return out
-
-    def resume(self) -> list[str]:
-        """Frames that rebuild the state on a new connection, after its ``session.updated``."""
-        self.connected = True
-        self.expired = False
-        frames: list[str] = []
-        configured, current = self._config_sent, self.session_update()
-        if current != configured:  # the mode or instructions changed during the handshake
-            frames.append(current)
-        frames.extend(wire.item_create(item) for item in self.replay.items())
-        for chunk in self.uplink.replay():
-            frames.append(wire.audio_append(base64.b64encode(chunk).decode("ascii")))
-        if self._commit_pending:
-            self._commit_pending = False
-            if self.uplink.uncommitted >= MIN_COMMIT_BYTES:
-                self.uplink.committed()
-                frames.append(wire.audio_commit())
-                self._want_response = True
-        if self._want_response:
-            self._want_response = False
-            frames.append(self._response_create())
-        return frames
-
 
 _IGNORED_PREFIXES = (
     "response.output_item.added",
@@ -604,7 +377,3 @@ _IGNORED_PREFIXES = (
     "response.mcp",
     "mcp_list_tools.",
 )
-
-
-def _json(value: Mapping[str, Any]) -> str:
-    return orjson.dumps(value, default=dict).decode()
