@@ -53,6 +53,26 @@ def make_transport(provider: str, settings: Settings) -> Transport:
                 reconnect_initial_s=settings.upstream_reconnect_backoff_s,
             )
         )
+    if provider == "chat":
+        from transports.chat import ChatOptions, ChatTransport
+
+        key = settings.chat_api_key or settings.openai_api_key
+        if key is None:
+            raise TransportError(
+                "GATEWAY_CHAT_API_KEY (or OPENAI_API_KEY) is not set on the gateway",
+                retryable=False,
+            )
+        return ChatTransport(
+            ChatOptions(
+                api_key=key.get_secret_value(),
+                model=settings.chat_model,
+                base_url=settings.chat_base_url,
+                max_rounds=settings.chat_max_rounds,
+                history_tokens=settings.chat_history_tokens,
+                timeout_s=settings.chat_timeout_s,
+                max_retries=settings.chat_max_retries,
+            )
+        )
     if provider == "gemini":
         from transports.gemini_live import GeminiLiveTransport, GeminiOptions
 

@@ -104,6 +104,13 @@ class Settings(BaseSettings):
     chat_base_url: str | None = None
     chat_api_key: SecretStr | None = None
     chat_model: str = "gpt-4o-mini"
+    # Tool rounds per user message before the model must answer without tools.
+    chat_max_rounds: int = Field(default=5, ge=0, le=50)
+    # The conversation kept per session, as a token estimate; the oldest turns go first.
+    chat_history_tokens: int = Field(default=16000, ge=256)
+    chat_timeout_s: float = Field(default=60.0, gt=0)
+    # The SDK's own retries of 408/409/429/5xx and connection failures, with backoff.
+    chat_max_retries: int = Field(default=2, ge=0, le=10)
     twilio_auth_token: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("TWILIO_AUTH_TOKEN", "twilio_auth_token")
     )

@@ -68,7 +68,11 @@ class GatewayServer:
         app.router.add_get("/readyz", self.readyz)
         app.router.add_get("/metrics", self.metrics_page)
         app.router.add_get("/", self.index)
+        app.on_cleanup.append(self._end_sessions)
         return app
+
+    async def _end_sessions(self, _: web.Application) -> None:
+        await self.manager.end_all()
 
     # -- plain endpoints -----------------------------------------------------------------------
 

@@ -107,6 +107,7 @@ class SessionManager:
             model=start.model,
             voice=start.voice,
             locale=start.locale,
+            tool_dialect=None if start.tool_dialect is None else str(start.tool_dialect),
         )
         session_id = f"sess_{secrets.token_hex(12)}"
         session = await self._open(session_id, setup, user, outbound, start.event_id)
@@ -141,6 +142,23 @@ class SessionManager:
                 )
             )
 
+    @staticmethod
+    async def _refuse_unsupported_mode(
+        transport: Transport, setup: SessionSnapshot, event_id: str | None
+    ) -> None:
+        modes = transport.capabilities.modes
+        if setup.mode in modes:
+            return
+        await transport.close()
+        raise StartRefused(
+            ErrorEvent(
+                code=ErrorCode.FORBIDDEN,
+                message=f"mode: the {setup.provider} provider does not support {setup.mode} "
+                f"sessions (it supports {', '.join(sorted(modes))})",
+                event_id=event_id,
+            )
+        )
+
     async def _open(
         self,
         session_id: str,
@@ -155,6 +173,9 @@ class SessionManager:
         transport: Transport | None = None
         try:
             transport = self.transports(setup.provider, self.settings)
+            # Checked before connecting (no upstream opened for nothing) and after (a
+            # transport may only know its capabilities once connected).
+            await self._refuse_unsupported_mode(transport, setup, event_id)
             config = UpstreamConfig(
                 mode="voice" if setup.mode == "voice" else "text",
                 instructions=self.registry.model_instructions(
@@ -170,6 +191,7 @@ class SessionManager:
                 locale=setup.locale,
                 session_id=session_id,
                 history=setup.history,
+                options={} if setup.tool_dialect is None else {"tool_dialect": setup.tool_dialect},
             )
             await asyncio.wait_for(
                 transport.connect(config), timeout=self.settings.upstream_connect_timeout_s + 5
@@ -190,16 +212,7 @@ class SessionManager:
                 ),
                 ended=SessionEnded(reason=EndReason.UPSTREAM_FAILED, detail=message),
             ) from None
-        if setup.mode not in transport.capabilities.modes:
-            await transport.close()
-            raise StartRefused(
-                ErrorEvent(
-                    code=ErrorCode.FORBIDDEN,
-                    message=f"mode: the {setup.provider} provider does not support "
-                    f"{setup.mode} sessions",
-                    event_id=event_id,
-                )
-            )
+        await self._refuse_unsupported_mode(transport, setup, event_id)
         budgets: dict[Literal["voice", "text"], ModeBudget] = {
             "voice": self.settings.budget("voice"),
             "text": self.settings.budget("text"),
@@ -440,6 +453,16 @@ class SessionManager:
             self._none_left.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._none_left.wait(), 3)
+
+    async def end_all(self) -> None:
+        """The application is being torn down: end every session left (parked ones too) at
+        once, so each upstream connection is closed rather than dropped with the event loop."""
+        self.draining = True
+        ending = [
+            session.end(EndReason.SHUTDOWN, "the gateway is shutting down")
+            for session in list(self.sessions.values())
+        ]
+        await asyncio.gather(*ending, return_exceptions=True)
 
 
 def _spec(registry: Registry, name: str) -> ToolSpec:

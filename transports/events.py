@@ -131,6 +131,8 @@ class UpstreamNotice:
 
     code: str
     message: str
+    # Trying again later may work (a rate limit, a provider outage), as the client is told.
+    retryable: bool = False
     type: Literal["upstream.notice"] = "upstream.notice"
 
 

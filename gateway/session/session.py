@@ -119,6 +119,7 @@ class Session:
         self.provider = setup.provider
         self.instructions = setup.instructions
         self.model, self.voice, self.locale = setup.model, setup.voice, setup.locale
+        self.tool_dialect = setup.tool_dialect
         self.mode: str = setup.mode
         self.enabled = None if setup.enabled_tools is None else frozenset(setup.enabled_tools)
         self.input_rate = setup.input_rate
@@ -147,7 +148,8 @@ class Session:
         self._tool_tasks: set[asyncio.Task[None]] = set()
         # Response ends held back until that response's tool batch has reported to the client.
         self._held_done: dict[str, up.ResponseDone] = {}
-        self._batches: dict[str, asyncio.Task[None]] = {}
+        # Running tool batches per response (a chat response runs one per round).
+        self._batches: dict[str, set[asyncio.Task[None]]] = {}
         # The last response that spoke: the client may still be playing it after its end
         # (providers send audio faster than real time), so a barge-in can still cut it.
         self._last_spoken: _Response | None = None
@@ -170,6 +172,7 @@ class Session:
             model=self.model,
             voice=self.voice,
             locale=self.locale,
+            tool_dialect=self.tool_dialect,
             turn_number=self.turn.number,
             retrieval_calls=self.turn.retrieval_calls,
             rounds=self.turn.rounds,
@@ -423,7 +426,7 @@ class Session:
             await self._barge_in()
         elif isinstance(event, up.ToolCallsRequested):
             task = asyncio.create_task(self._run_batch(event))
-            self._batches[event.response_id] = task
+            self._batches.setdefault(event.response_id, set()).add(task)
             self._tool_tasks.add(task)
             task.add_done_callback(self._tool_tasks.discard)
         elif isinstance(event, up.ToolCallsCancelled):
@@ -439,7 +442,15 @@ class Session:
             self.metrics.upstream_reconnects.inc()
         elif isinstance(event, up.UpstreamNotice):
             self._log.info("upstream_notice", code=event.code, detail=event.message)
-            self.error(ErrorCode.UPSTREAM_ERROR, f"the model reported an error: {event.message}")
+            self.emit(
+                ErrorEvent.from_error(
+                    ProtocolError(
+                        ErrorCode.UPSTREAM_ERROR,
+                        f"the model reported an error: {event.message}",
+                        retryable=event.retryable,
+                    )
+                )
+            )
 
     async def _run_batch(self, event: up.ToolCallsRequested) -> None:
         try:
@@ -448,10 +459,17 @@ class Session:
             self._log.exception("tool_batch_failed")
             await self._answer_failed_batch(event)
         finally:
-            self._batches.pop(event.response_id, None)
-            held = self._held_done.pop(event.response_id, None)
-            if held is not None and not self.ended.is_set():
-                await self._response_done(held)
+            await self._batch_finished(event.response_id)
+
+    async def _batch_finished(self, response_id: str) -> None:
+        running = self._batches.get(response_id, set())
+        running.discard(asyncio.current_task())
+        if running:
+            return  # a later batch of the same response still reports first
+        self._batches.pop(response_id, None)
+        held = self._held_done.pop(response_id, None)
+        if held is not None and not self.ended.is_set():
+            await self._response_done(held)
 
     async def _answer_failed_batch(self, event: up.ToolCallsRequested) -> None:
         """The model must not wait forever for results that will not come: every call of the

@@ -30,6 +30,8 @@ class SessionSnapshot:
     model: str | None = None
     voice: str | None = None
     locale: str | None = None
+    # The chat provider's tool-calling dialect (native when None).
+    tool_dialect: str | None = None
     turn_number: int = 0
     retrieval_calls: int = 0
     rounds: int = 0

@@ -1,1 +1,5 @@
-"""Text agents on any chat-completions provider (work in progress: the pure pieces first)."""
+"""Text agents on any OpenAI-compatible chat-completions provider (``provider: "chat"``)."""
+
+from transports.chat.transport import ChatOptions, ChatTransport
+
+__all__ = ["ChatOptions", "ChatTransport"]
