@@ -115,12 +115,29 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("TWILIO_AUTH_TOKEN", "twilio_auth_token")
     )
     public_url: str | None = None
+    # Phone calls (Twilio Media Streams): the REST credentials end a call on END_VOICE_SESSION.
+    twilio_account_sid: str | None = Field(
+        default=None, validation_alias=AliasChoices("TWILIO_ACCOUNT_SID", "twilio_account_sid")
+    )
+    twilio_api_base: str = "https://api.twilio.com"
+    twilio_provider: Literal["local", "openai", "gemini"] | None = None  # None: GATEWAY_PROVIDER
+    twilio_roles: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Sent as the caller's first message, so the assistant speaks first; empty: wait for them.
+    twilio_greeting: str = "The caller has just connected. Greet them briefly."
+    twilio_token_ttl_s: float = Field(default=120.0, gt=0)
 
     @field_validator("allowed_origins", mode="before")
     @classmethod
     def _split_origins(cls, value: object) -> object:
         if isinstance(value, str):
             return [o.strip().rstrip("/") for o in value.split(",") if o.strip()]
+        return value
+
+    @field_validator("twilio_roles", mode="before")
+    @classmethod
+    def _split_roles(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [r.strip() for r in value.split(",") if r.strip()]
         return value
 
     @model_validator(mode="after")

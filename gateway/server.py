@@ -36,6 +36,7 @@ from gateway.protocol import (
 from gateway.registry import Registry
 from gateway.session import Outbound, Session, SessionUser
 from gateway.sessions import SessionManager, StartRefused
+from gateway.twilio_routes import TwilioRoutes
 
 __all__ = ["GatewayServer"]
 
@@ -68,6 +69,9 @@ class GatewayServer:
         app.router.add_get("/readyz", self.readyz)
         app.router.add_get("/metrics", self.metrics_page)
         app.router.add_get("/", self.index)
+        twilio = TwilioRoutes(self)
+        app.router.add_post("/twilio/voice", twilio.voice)
+        app.router.add_get("/twilio/media", twilio.media)
         app.on_cleanup.append(self._end_sessions)
         return app
 
@@ -98,11 +102,14 @@ class GatewayServer:
 
     def _authenticate(self, request: web.Request) -> SessionUser | str:
         """The user, or why the upgrade is refused (sent as a 401 JSON body)."""
-        if self.settings.auth == "none":
-            return SessionUser(user_id="local", roles=("admin", "caregiver"))
         header = request.headers.get("Authorization", "")
         token = header[7:].strip() if header.lower().startswith("bearer ") else None
-        token = token or request.query.get("token")
+        return self.user_from_token(token or request.query.get("token"))
+
+    def user_from_token(self, token: str | None) -> SessionUser | str:
+        """The user a JWT names, or why it is refused."""
+        if self.settings.auth == "none":
+            return SessionUser(user_id="local", roles=("admin", "caregiver"))
         if not token:
             return "missing bearer token"
         assert self.settings.auth_secret is not None
@@ -128,7 +135,7 @@ class GatewayServer:
             token=token,
         )
 
-    def _admit(self, request: web.Request) -> web.Response | None:
+    def admit(self, request: web.Request) -> web.Response | None:
         origin = request.headers.get("Origin")
         allowed = self.settings.allowed_origins
         if origin and allowed and origin.rstrip("/") not in allowed:
@@ -154,7 +161,7 @@ class GatewayServer:
     # -- the session socket ----------------------------------------------------------------------
 
     async def session_socket(self, request: web.Request) -> web.StreamResponse:
-        refused = self._admit(request)
+        refused = self.admit(request)
         if refused is not None:
             return refused
         user = self._authenticate(request)

@@ -1,0 +1,236 @@
+"""One phone call: a Twilio Media Streams socket made into a voice session like any other.
+
+The bridge is the session's client. It turns Twilio's messages into client events (µ-law 8 kHz
+audio → PCM16 binary audio, mark echoes → ``audio.playback``, DTMF ``1``/``2`` →
+``confirmation.respond``, ``stop`` → ``session.end``) and the session's output back into Twilio's
+(PCM16 → µ-law in 20 ms ``media`` frames paced at real time, a ``mark`` after each chunk,
+``clear`` on ``speech.started``). The session is opened at 8 kHz in and out, so the resampling
+is the session's own streaming resampler; the bridge only converts µ-law.
+
+Decisions live in the pure ``transports.twilio`` modules (codec, µ-law, ``PlaybackTracker``);
+this class only moves bytes and keeps time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+import structlog
+
+from gateway.protocol import ErrorCode
+from gateway.protocol.client_events import (
+    AudioFormat,
+    AudioPlayback,
+    BinaryAudio,
+    ConfirmationRespond,
+    Decision,
+    Mode,
+    Provider,
+    SessionEnd,
+    SessionStart,
+    TextSend,
+)
+from gateway.session.outbound import Outbound
+from gateway.session.session import Session
+from transports.twilio import codec, mulaw
+from transports.twilio.playback import Frame, MarkOut, PlaybackTracker
+
+__all__ = ["FRAME_MS", "TwilioBridge"]
+
+_log = structlog.get_logger("twilio")
+
+FRAME_MS = 20
+TWILIO_RATE = 8000
+# Frames sent ahead of real time: enough to ride out scheduling jitter, small enough that a
+# barge-in's ``clear`` finds little queued at Twilio.
+LEAD_FRAMES = 3
+# After the session ends, how long the last reply may take to play out before the stream closes.
+PLAY_OUT_LIMIT_S = 30.0
+
+StartSession = Callable[[SessionStart, Outbound], Awaitable[Session]]
+
+
+class TwilioBridge:
+    def __init__(
+        self,
+        send: Callable[[str], Awaitable[None]],
+        *,
+        stream_sid: str,
+        greeting: str | None,
+        max_audio_frames: int,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self._send = send
+        self.stream_sid = stream_sid
+        self._greeting = greeting
+        self._clock = clock or asyncio.get_running_loop().time
+        self.tracker = PlaybackTracker()
+        self.session: Session | None = None
+        self.outbound = Outbound(
+            self._on_session_text, self._on_session_audio, max_audio_frames=max_audio_frames
+        )
+        self._responses: deque[str] = deque()  # started, not yet done: audio belongs to [0]
+        self._confirmations: list[str] = []  # pending, oldest first
+        self._wake = asyncio.Event()
+        self._pacer: asyncio.Task[None] | None = None
+        self._writer: asyncio.Task[None] | None = None
+        self._ended = asyncio.Event()
+        self._played_all = asyncio.Event()  # nothing queued, nothing sent unconfirmed
+        self.end_reason: str | None = None
+
+    # Lifecycle -------------------------------------------------------------------------------
+
+    async def open(self, start_session: StartSession, provider: str | None) -> Session:
+        """Start the writer and the pacer, then the voice session (8 kHz both ways)."""
+        self._writer = asyncio.create_task(self.outbound.run())
+        self._pacer = asyncio.create_task(self._pace())
+        start = SessionStart(
+            mode=Mode.VOICE,
+            provider=None if provider is None else Provider(provider),
+            audio=AudioFormat(input_rate=TWILIO_RATE, output_rate=TWILIO_RATE),
+        )
+        self.session = await start_session(start, self.outbound)
+        if self._greeting:
+            await self.session.on_client_event(TextSend(text=self._greeting))
+        return self.session
+
+    async def play_out(self) -> None:
+        """Wait until Twilio has played everything sent (its last mark echoed; bounded). The
+        caller keeps reading the socket meanwhile, so the echoes arrive."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._played_all.wait(), PLAY_OUT_LIMIT_S)
+
+    async def close(self) -> None:
+        """Stop the writer and the pacer; the caller closes the socket."""
+        self.outbound.close()
+        for task in (self._pacer, self._writer):
+            if task is not None:
+                task.cancel()
+        await asyncio.gather(
+            *(t for t in (self._pacer, self._writer) if t is not None), return_exceptions=True
+        )
+
+    @property
+    def ended(self) -> asyncio.Event:
+        """Set when the session said ``session.ended``."""
+        return self._ended
+
+    # Twilio → session ------------------------------------------------------------------------
+
+    async def on_twilio(self, event: codec.TwilioEvent) -> bool:
+        """Handle one Twilio message; False once the call is over (``stop``)."""
+        session = self.session
+        if session is None:
+            return True
+        match event:
+            case codec.Media(payload=payload) if payload:
+                await session.on_client_event(BinaryAudio(pcm=mulaw.decode(payload)))
+            case codec.Mark(name=name):
+                played = self.tracker.echoed(name)
+                self._check_played_all()
+                if played is not None:
+                    response_id, played_ms = played
+                    await session.on_client_event(
+                        AudioPlayback(response_id=response_id, played_ms=played_ms)
+                    )
+            case codec.Dtmf(digit=digit):
+                await self._dtmf(session, digit)
+            case codec.Stop():
+                await session.on_client_event(SessionEnd(reason="twilio stop"))
+                return False
+            case _:
+                pass
+        return True
+
+    async def _dtmf(self, session: Session, digit: str) -> None:
+        if digit not in ("1", "2") or not self._confirmations:
+            _log.info("twilio_dtmf_ignored", digit=digit, pending=len(self._confirmations))
+            return
+        decision = Decision.APPROVE if digit == "1" else Decision.REJECT
+        confirmation_id = self._confirmations[-1]  # the one the caller just heard about
+        await session.on_client_event(
+            ConfirmationRespond(confirmation_id=confirmation_id, decision=decision)
+        )
+
+    # Session → Twilio ------------------------------------------------------------------------
+
+    async def _on_session_text(self, text: str) -> None:
+        event: dict[str, Any] = orjson.loads(text)
+        kind = event.get("type")
+        if kind == "response.started":
+            self._responses.append(event["response_id"])
+        elif kind == "response.done":
+            response_id = event["response_id"]
+            if response_id in self._responses:
+                self._responses.remove(response_id)
+            self.tracker.end(response_id)
+            self._wake.set()
+        elif kind == "speech.started":
+            # Barge-in: nothing more of the reply may play. Twilio drops what it buffered.
+            self.tracker.clear()
+            await self._send(codec.clear(self.stream_sid))
+        elif kind == "confirmation.requested":
+            self._confirmations.append(event["confirmation_id"])
+        elif kind == "confirmation.resolved":
+            if event["confirmation_id"] in self._confirmations:
+                self._confirmations.remove(event["confirmation_id"])
+        elif kind == "session.ended":
+            self.end_reason = event.get("reason")
+            self._ended.set()
+        elif kind == "error":
+            level = "warning" if event.get("code") != ErrorCode.RATE_LIMITED else "info"
+            getattr(_log, level)("twilio_session_error", code=event.get("code"))
+
+    async def _on_session_audio(self, pcm: bytes) -> None:
+        if not self._responses:
+            return  # audio outside a response (none is expected): nothing to attribute it to
+        try:
+            self.tracker.add(self._responses[0], mulaw.encode(pcm))
+        except ValueError:  # audio of a response already ended: a bug upstream of us, logged
+            _log.warning("twilio_late_audio", response_id=self._responses[0])
+            return
+        self._played_all.clear()
+        self._wake.set()
+
+    def _check_played_all(self) -> None:
+        if not self.tracker.pending_frames and not self.tracker.unconfirmed_ms:
+            self._played_all.set()
+
+    async def _pace(self) -> None:
+        """Send queued frames at real time, ``LEAD_FRAMES`` ahead at most; marks as they come.
+
+        The timeline runs from the first frame after an underrun: a reply arriving in bursts
+        (faster than real time, as providers send it) keeps one timeline, so it is never sent
+        faster than it plays."""
+        started = 0.0
+        sent_ms = 0
+        while True:
+            if not self.tracker.pending_frames:
+                for item in self.tracker.next_items(0):  # a reply's last mark, after its audio
+                    await self._send_item(item)
+                self._check_played_all()
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            now = self._clock()
+            ahead_ms = sent_ms - (now - started) * 1000
+            if ahead_ms < 0:  # Twilio ran out (or this is the first frame): start afresh
+                started, sent_ms, ahead_ms = now, 0, 0.0
+            if ahead_ms >= LEAD_FRAMES * FRAME_MS:
+                await asyncio.sleep((ahead_ms - (LEAD_FRAMES - 1) * FRAME_MS) / 1000)
+                continue
+            for item in self.tracker.next_items(1):
+                await self._send_item(item)
+                if isinstance(item, Frame):
+                    sent_ms += FRAME_MS
+
+    async def _send_item(self, item: Frame | MarkOut) -> None:
+        if isinstance(item, Frame):
+            await self._send(codec.media(self.stream_sid, item.ulaw))
+        else:
+            await self._send(codec.mark(self.stream_sid, item.name))

@@ -1,0 +1,209 @@
+"""The two Twilio endpoints: the voice webhook (TwiML) and the Media Streams socket.
+
+``POST /twilio/voice`` is what a Twilio number calls when a call comes in. With
+``TWILIO_AUTH_TOKEN`` set it checks ``X-Twilio-Signature`` (HMAC-SHA1 over the URL Twilio called
+and the sorted form fields); without it, it refuses unless ``GATEWAY_AUTH=none``. It answers TwiML
+that connects the call to ``wss://{public host}/twilio/media`` with a short-lived token as a
+``<Parameter>`` (Twilio strips query strings from stream URLs; custom parameters reach us in the
+``start`` message).
+
+``GET /twilio/media`` accepts Twilio's socket, reads ``connected`` and ``start``, checks the token,
+and hands the call to a ``TwilioBridge``. A bad or missing token closes the stream (1008) with the
+reason logged. The session ends with the call: a phone stream cannot come back, so it is never
+parked for resume. When the session ends itself (``END_VOICE_SESSION``), the goodbye plays out,
+the stream closes, and with ``TWILIO_ACCOUNT_SID`` set the call is hung up through Twilio's REST
+API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import TYPE_CHECKING
+
+import aiohttp
+import jwt
+import structlog
+from aiohttp import WSMsgType, web
+
+from gateway.protocol import EndReason
+from gateway.session import Outbound, Session, SessionUser
+from gateway.sessions import StartRefused
+from gateway.twilio_bridge import TwilioBridge
+from transports.twilio import codec
+from transports.twilio.signature import connect_twiml, valid_signature
+
+if TYPE_CHECKING:
+    from gateway.server import GatewayServer
+
+__all__ = ["TwilioRoutes"]
+
+_log = structlog.get_logger("twilio")
+
+MAX_TWILIO_FRAME = 64 * 1024  # a media frame is ~300 bytes; start carries parameters
+
+
+class TwilioRoutes:
+    def __init__(self, server: GatewayServer) -> None:
+        self.server = server
+        self.settings = server.settings
+
+    # POST /twilio/voice ----------------------------------------------------------------------
+
+    async def voice(self, request: web.Request) -> web.Response:
+        form = {key: str(value) for key, value in (await request.post()).items()}
+        token = self.settings.twilio_auth_token
+        if token is not None:
+            if not valid_signature(
+                token.get_secret_value(),
+                self._public_url(request),
+                form,
+                request.headers.get("X-Twilio-Signature"),
+            ):
+                _log.warning("twilio_signature_invalid", path=request.path)
+                return web.Response(status=403, text="invalid Twilio signature")
+        elif self.settings.auth != "none":
+            _log.warning("twilio_webhook_refused", reason="TWILIO_AUTH_TOKEN is not set")
+            return web.Response(status=403, text="set TWILIO_AUTH_TOKEN to accept Twilio webhooks")
+        call_sid = form.get("CallSid", "")
+        stream_url = self._public_url(request, "/twilio/media", websocket=True)
+        twiml = connect_twiml(stream_url, {"token": self._call_token(call_sid)})
+        return web.Response(text=twiml, content_type="text/xml")
+
+    def _public_url(
+        self, request: web.Request, path: str | None = None, *, websocket: bool = False
+    ) -> str:
+        """The URL as Twilio sees it: ``GATEWAY_PUBLIC_URL`` when set (behind a proxy), else
+        the request's own host and scheme."""
+        base = self.settings.public_url
+        if base is None:
+            scheme = request.headers.get("X-Forwarded-Proto", request.scheme)
+            base = f"{scheme}://{request.host}"
+        base = base.rstrip("/")
+        url = base + (request.path_qs if path is None else path)
+        if websocket:
+            url = "wss://" + url.split("://", 1)[1] if url.startswith("https://") else url
+            url = "ws://" + url.split("://", 1)[1] if url.startswith("http://") else url
+        return url
+
+    def _call_token(self, call_sid: str) -> str:
+        """A JWT for this call only, valid long enough for Twilio to open the stream."""
+        if self.settings.auth == "none" or self.settings.auth_secret is None:
+            return ""
+        now = int(time.time())
+        claims = {
+            "sub": f"twilio:{call_sid or 'unknown'}",
+            "roles": list(self.settings.twilio_roles),
+            "iat": now,
+            "exp": now + int(self.settings.twilio_token_ttl_s),
+        }
+        return jwt.encode(claims, self.settings.auth_secret.get_secret_value(), "HS256")
+
+    # GET /twilio/media -----------------------------------------------------------------------
+
+    async def media(self, request: web.Request) -> web.StreamResponse:
+        refused = self.server.admit(request)
+        if refused is not None:
+            return refused
+        ws = web.WebSocketResponse(max_msg_size=MAX_TWILIO_FRAME, compress=False, heartbeat=30)
+        await ws.prepare(request)
+        start = await self._await_start(ws)
+        if start is None:
+            await ws.close(code=1008, message=b"no start message")
+            return ws
+        user = self.server.user_from_token(start.custom_parameters.get("token"))
+        if isinstance(user, str):
+            _log.warning("twilio_stream_refused", reason=user, call_sid=start.call_sid)
+            await ws.close(code=1008, message=b"unauthorized")
+            return ws
+        await self._serve(ws, start, user)
+        return ws
+
+    async def _await_start(self, ws: web.WebSocketResponse) -> codec.Start | None:
+        deadline = time.monotonic() + self.settings.session_start_timeout_s
+        while True:
+            try:
+                msg = await ws.receive(timeout=max(deadline - time.monotonic(), 0.001))
+            except TimeoutError:
+                _log.warning("twilio_stream_refused", reason="no start message in time")
+                return None
+            if msg.type != WSMsgType.TEXT:
+                return None
+            try:
+                event = codec.decode(msg.data)
+            except codec.TwilioFormatError as exc:
+                _log.warning("twilio_bad_message", problem=str(exc))
+                continue
+            if isinstance(event, codec.Start):
+                return event
+
+    async def _serve(
+        self, ws: web.WebSocketResponse, start: codec.Start, user: SessionUser
+    ) -> None:
+        bridge = TwilioBridge(
+            ws.send_str,
+            stream_sid=start.stream_sid,
+            greeting=self.settings.twilio_greeting or None,
+            max_audio_frames=self.settings.outbound_audio_frames,
+        )
+        manager = self.server.manager
+
+        async def start_session(event: object, outbound: Outbound) -> Session:
+            return await manager.start(event, user, outbound)  # type: ignore[arg-type]
+
+        session: Session | None = None
+        try:
+            session = await bridge.open(start_session, self.settings.twilio_provider)
+            _log.info("twilio_call_started", call_sid=start.call_sid, session_id=session.session_id)
+            reader = asyncio.create_task(self._read(ws, bridge))
+            ended = asyncio.create_task(bridge.ended.wait())
+            try:
+                await asyncio.wait([reader, ended], return_when=asyncio.FIRST_COMPLETED)
+                if bridge.end_reason == EndReason.INTENT.value and not reader.done():
+                    await bridge.play_out()  # the goodbye; the reader takes the mark echoes
+            finally:
+                reader.cancel()
+                ended.cancel()
+        except StartRefused as refused:
+            _log.warning("twilio_session_refused", message=refused.event.message)
+        finally:
+            by_intent = bridge.end_reason == EndReason.INTENT.value
+            if session is not None:
+                if not session.ended.is_set():
+                    await session.end(EndReason.CLIENT, "the call's media stream closed")
+                await manager.forget(session)
+            await bridge.close()
+            if by_intent:  # before the stream closes: the call ends with it, not after
+                await self._hang_up(start.call_sid)
+            if not ws.closed:
+                await ws.close()
+
+    async def _read(self, ws: web.WebSocketResponse, bridge: TwilioBridge) -> None:
+        async for msg in ws:
+            if msg.type != WSMsgType.TEXT:
+                continue
+            try:
+                event = codec.decode(msg.data)
+            except codec.TwilioFormatError as exc:
+                _log.warning("twilio_bad_message", problem=str(exc))
+                continue
+            if not await bridge.on_twilio(event):
+                return
+
+    async def _hang_up(self, call_sid: str) -> None:
+        """End the call itself (the stream is already closed) when credentials are set."""
+        sid, token = self.settings.twilio_account_sid, self.settings.twilio_auth_token
+        if not sid or token is None or not call_sid:
+            return
+        base = self.settings.twilio_api_base.rstrip("/")
+        url = f"{base}/2010-04-01/Accounts/{sid}/Calls/{call_sid}.json"
+        headers = {"Authorization": aiohttp.encode_basic_auth(sid, token.get_secret_value())}
+        with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+            async with (
+                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http,
+                http.post(url, data={"Status": "completed"}, headers=headers) as response,
+            ):
+                _log.info("twilio_call_ended", call_sid=call_sid, status=response.status)
+                return
+        _log.warning("twilio_hang_up_failed", call_sid=call_sid)

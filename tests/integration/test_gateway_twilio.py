@@ -1,0 +1,323 @@
+"""A simulated Twilio Media Streams client (real socket) ↔ gateway ↔ the OpenAI Realtime fake.
+
+The client speaks Twilio's protocol exactly: ``connected`` and ``start`` (the token in
+``customParameters``), base64 µ-law 8 kHz ``media``, ``mark`` echoes, ``dtmf`` and ``stop``. The
+greeting (``GATEWAY_TWILIO_GREETING``) is the caller's first message, so the tests choose what
+the fake says first: ``/say …`` for speech, ``/tool …`` for a tool call.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from harness import Gateway, GatewayFactory, pcm_silence, pcm_tone, token
+
+from transports.openai_realtime.fake_server import FakeOptions, FakeRealtimeServer
+from transports.twilio import mulaw
+from transports.twilio.signature import twilio_signature
+
+LONG = " ".join(f"word{n}" for n in range(40))  # 4 s of speech from the fake
+STREAM_SID = "MZ0123456789abcdef0123456789abcdef"
+CALL_SID = "CA0123456789abcdef0123456789abcdef"
+AUTH_TOKEN = "twilio-auth-token-for-tests"
+
+
+@dataclass
+class TwilioClient:
+    """What Twilio does on a call's stream, and what it received."""
+
+    ws: aiohttp.ClientWebSocketResponse
+    received: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+    echo_marks: bool = True
+    echoed: list[str] = field(default_factory=list)
+    chunks: int = 0
+
+    async def send(self, event: str, **body: Any) -> None:
+        await self.ws.send_str(json.dumps({"event": event, "streamSid": STREAM_SID, **body}))
+
+    async def begin(self, call_token: str) -> None:
+        await self.ws.send_str(
+            json.dumps({"event": "connected", "protocol": "Call", "version": "1.0.0"})
+        )
+        await self.send(
+            "start",
+            sequenceNumber="1",
+            start={
+                "accountSid": "AC0123",
+                "streamSid": STREAM_SID,
+                "callSid": CALL_SID,
+                "tracks": ["inbound"],
+                "customParameters": {"token": call_token},
+                "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000, "channels": 1},
+            },
+        )
+
+    async def speak(self, pcm: bytes) -> None:
+        """Caller audio, in Twilio's 20 ms µ-law frames, numbered as Twilio numbers them."""
+        ulaw = mulaw.encode(pcm)
+        for offset in range(0, len(ulaw), 160):
+            self.chunks += 1
+            media = {
+                "track": "inbound",
+                "chunk": str(self.chunks),
+                "timestamp": str(self.chunks * 20),
+                "payload": base64.b64encode(ulaw[offset : offset + 160]).decode(),
+            }
+            await self.send("media", sequenceNumber=str(self.chunks + 1), media=media)
+
+    async def next(self, within: float = 5.0) -> dict[str, Any] | None:
+        """The next message (marks echoed as Twilio does once played), None when closed."""
+        msg = await self.ws.receive(timeout=within)
+        if msg.type != aiohttp.WSMsgType.TEXT:
+            return None
+        event: dict[str, Any] = json.loads(msg.data)
+        self.received.append((time.monotonic(), event))
+        if event["event"] == "mark" and self.echo_marks:
+            self.echoed.append(event["mark"]["name"])
+            await self.send("mark", mark=event["mark"])
+        return event
+
+    async def until(self, kind: str, within: float = 5.0) -> dict[str, Any]:
+        deadline = time.monotonic() + within
+        while True:
+            event = await self.next(max(deadline - time.monotonic(), 0.01))
+            assert event is not None, f"stream closed while waiting for {kind}"
+            if event["event"] == kind:
+                return event
+
+    def media(self) -> list[bytes]:
+        return [
+            base64.b64decode(e["media"]["payload"])
+            for _, e in self.received
+            if e["event"] == "media"
+        ]
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeRealtimeServer]:
+    server = FakeRealtimeServer(FakeOptions())
+    await server.start()
+    yield server
+    await server.stop()
+
+
+async def twilio_gateway(
+    gateway_factory: GatewayFactory, fake: FakeRealtimeServer, **settings: Any
+) -> Gateway:
+    options: dict[str, Any] = {
+        "provider": "openai",
+        "openai_ws_url": fake.ws_url,
+        "openai_api_key": "sk-test",
+        "twilio_auth_token": AUTH_TOKEN,
+        "twilio_greeting": "/say Hello caller",
+        **settings,
+    }
+    return await gateway_factory(**options)
+
+
+async def call(gateway: Gateway, call_token: str | None = None) -> TwilioClient:
+    ws = await gateway.http.ws_connect(f"{gateway.url}/twilio/media")
+    client = TwilioClient(ws)
+    await client.begin(token("twilio:test") if call_token is None else call_token)
+    return client
+
+
+# -- the webhook -----------------------------------------------------------------------------------
+
+
+async def test_the_voice_webhook_checks_the_signature_and_answers_twiml(
+    fake: FakeRealtimeServer, gateway_factory: GatewayFactory
+) -> None:
+    gateway = await twilio_gateway(gateway_factory, fake, public_url="https://gw.example.com")
+    form = {"CallSid": CALL_SID, "From": "+15550001111", "To": "+15552223333"}
+    url = "https://gw.example.com/twilio/voice"
+    good = twilio_signature(AUTH_TOKEN, url, form)
+    async with gateway.http.post(
+        f"{gateway.url}/twilio/voice", data=form, headers={"X-Twilio-Signature": good}
+    ) as response:
+        assert response.status == 200
+        assert response.content_type == "text/xml"
+        twiml = ET.fromstring(await response.text())
+    stream = twiml.find("./Connect/Stream")
+    assert stream is not None
+    assert stream.get("url") == "wss://gw.example.com/twilio/media"
+    parameter = stream.find("Parameter")
+    assert parameter is not None
+    assert parameter.get("name") == "token"
+    call_token = parameter.get("value")
+    assert call_token
+    # The token it handed out opens the stream.
+    client = await call(gateway, call_token)
+    await client.until("media")
+    await client.send("stop", stop={"accountSid": "AC0123", "callSid": CALL_SID})
+    for tampered in ({**form, "From": "+15559999999"}, form):
+        signature = "bad" if tampered is form else good
+        async with gateway.http.post(
+            f"{gateway.url}/twilio/voice", data=tampered, headers={"X-Twilio-Signature": signature}
+        ) as response:
+            assert response.status == 403
+
+
+async def test_without_a_twilio_auth_token_the_webhook_is_refused(
+    fake: FakeRealtimeServer, gateway_factory: GatewayFactory
+) -> None:
+    gateway = await twilio_gateway(gateway_factory, fake, twilio_auth_token=None)
+    async with gateway.http.post(f"{gateway.url}/twilio/voice", data={"CallSid": "CA1"}) as r:
+        assert r.status == 403
+        assert "TWILIO_AUTH_TOKEN" in await r.text()
+
+
+# -- the media stream ------------------------------------------------------------------------------
+
+
+async def test_greeting_arrives_as_paced_160_byte_frames_with_marks(
+    fake: FakeRealtimeServer, gateway_factory: GatewayFactory
+) -> None:
+    gateway = await twilio_gateway(gateway_factory, fake, twilio_greeting=f"/say {LONG[:59]}")
+    client = await call(gateway)
+    session_update = None
+    while True:
+        event = await client.next()
+        assert event is not None
+        if event["event"] == "mark" and len(client.media()) >= 50:
+            conn = fake.connections[0]
+            session_update = conn.received("session.update")[0]
+            break
+    frames = client.media()
+    assert all(len(frame) == 160 for frame in frames)
+    times = [t for t, e in client.received if e["event"] == "media"]
+    # Paced at real time (a little ahead at first), not as fast as the fake produced it.
+    assert times[-1] - times[0] >= (len(frames) - 5) * 0.020 * 0.8
+    marks = [e["mark"]["name"] for _, e in client.received if e["event"] == "mark"]
+    assert len(marks) >= len(frames) // 5 - 1
+    assert len(set(marks)) == len(marks)
+    assert session_update["session"]["audio"]["input"]["format"]["rate"] == 24000
+    session = next(iter(gateway.manager.sessions.values()))
+    assert session.input_rate == session.output_rate == 8000
+
+
+async def test_barge_in_clears_twilio_and_truncates_at_the_echoed_mark(
+    fake: FakeRealtimeServer, gateway_factory: GatewayFactory
+) -> None:
+    gateway = await twilio_gateway(gateway_factory, fake, twilio_greeting=f"/say {LONG}")
+    client = await call(gateway)
+    # Twilio plays 0.5 s, then its echoes lag (the caller's network): marks stop coming back.
+    while len(client.media()) < 25:
+        await client.next()
+    client.echo_marks = False
+    while len(client.media()) < 50:
+        await client.next()
+    last_echo = client.echoed[-1]
+    await client.speak(pcm_tone(400, rate=8000) + pcm_silence(600, rate=8000))
+    clear = await client.until("clear", within=5)
+    cleared_at = time.monotonic()
+    assert clear == {"event": "clear", "streamSid": STREAM_SID}
+    conn = fake.connections[0]
+    truncate = await conn.wait_for("conversation.item.truncate", direction="in")
+    # At most 200 ms of the interrupted reply may follow the clear.
+    late = [e for t, e in client.received if e["event"] == "media" and t > cleared_at]
+    while True:
+        try:
+            event = await client.next(within=0.3)
+        except TimeoutError:
+            break
+        if event is None or event["event"] != "media":
+            break
+        late.append(event)
+    assert len(late) <= 10
+    heard_ms = int(last_echo.split(":")[1])
+    assert abs(truncate["audio_end_ms"] - heard_ms) <= 100
+    assert truncate["audio_end_ms"] < 900  # not the wall clock (about 1 s had been sent)
+
+
+async def test_dtmf_1_approves_the_pending_confirmation(
+    fake: FakeRealtimeServer, gateway_factory: GatewayFactory
+) -> None:
+    arguments = json.dumps({"title": "Dentist", "start": "2030-01-15T10:00:00+00:00"})
+    gateway = await twilio_gateway(
+        gateway_factory, fake, twilio_greeting=f"/tool calendar_create_event {arguments}"
+    )
+    client = await call(gateway)
+    await client.until("mark")  # the model's answer (confirmation required) is playing
+    deadline = time.monotonic() + 5
+    while ("calendar_create_event", "confirmation_pending") not in gateway.decisions():
+        assert time.monotonic() < deadline
+        await client.next(within=1)
+    await client.send("dtmf", dtmf={"track": "inbound_track", "digit": "1"})
+    while ("calendar_create_event", "confirmed") not in gateway.decisions():
+        assert time.monotonic() < deadline
+        await client.next(within=1)
+    await client.send("stop", stop={"accountSid": "AC0123", "callSid": CALL_SID})
+
+
+async def test_stop_ends_the_session_and_closes_the_stream(
+    fake: FakeRealtimeServer, gateway_factory: GatewayFactory
+) -> None:
+    gateway = await twilio_gateway(gateway_factory, fake)
+    client = await call(gateway)
+    await client.until("media")
+    session = next(iter(gateway.manager.sessions.values()))
+    await client.send("stop", stop={"accountSid": "AC0123", "callSid": CALL_SID})
+    while await client.next() is not None:
+        pass
+    assert client.ws.closed
+    assert session.ended.is_set()
+    assert session.end_reason is not None
+    assert session.end_reason.value == "client"
+    assert gateway.manager.sessions == {}
+
+
+async def test_a_bad_token_closes_the_stream_without_a_session(
+    fake: FakeRealtimeServer, gateway_factory: GatewayFactory
+) -> None:
+    gateway = await twilio_gateway(gateway_factory, fake)
+    client = await call(gateway, "not-a-token")
+    assert await client.next() is None
+    assert client.ws.close_code == 1008
+    assert gateway.manager.sessions == {}
+    assert fake.connections == []
+
+
+async def test_end_voice_session_plays_the_goodbye_then_hangs_up(
+    fake: FakeRealtimeServer, gateway_factory: GatewayFactory
+) -> None:
+    hangups: list[tuple[str, dict[str, str]]] = []
+
+    async def calls_api(request: web.Request) -> web.Response:
+        assert request.headers["Authorization"] == aiohttp.encode_basic_auth("AC0123", AUTH_TOKEN)
+        hangups.append((request.path, dict(await request.post())))
+        return web.json_response({"status": "completed"})
+
+    api = web.Application()
+    api.router.add_post("/2010-04-01/Accounts/{sid}/Calls/{call}.json", calls_api)
+    runner = web.AppRunner(api)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        port = runner.addresses[0][1]
+        gateway = await twilio_gateway(
+            gateway_factory,
+            fake,
+            twilio_greeting="/tool end_voice_session {}",
+            twilio_account_sid="AC0123",
+            twilio_api_base=f"http://127.0.0.1:{port}",
+        )
+        client = await call(gateway)
+        while await client.next() is not None:
+            pass
+        assert client.media()  # the reply after the tool played before the stream closed
+        assert hangups == [
+            (f"/2010-04-01/Accounts/AC0123/Calls/{CALL_SID}.json", {"Status": "completed"})
+        ]
+    finally:
+        await runner.cleanup()
