@@ -76,6 +76,9 @@ _log = structlog.get_logger("session")
 # Conversation items kept for a resume on another node (replayed to a new upstream).
 HISTORY_ITEMS = 200
 UPSTREAM_CLOSE_TIMEOUT_S = 5.0
+# A cancelled tool batch finishes within its calls' hard timeouts; past this the next response
+# starts anyway (its order is then the provider's).
+HELD_RESPONSE_WAIT_S = 6.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,6 +394,7 @@ class Session:
                 self.outbound.audio(pcm)
                 self.metrics.audio_out.inc()
         elif isinstance(event, up.ResponseStarted):
+            await self._finish_held_responses()
             self._response = _Response(event.response_id)
             self.emit(ResponseStarted(response_id=event.response_id))
         elif isinstance(event, up.TextDelta):
@@ -451,6 +455,19 @@ class Session:
                     )
                 )
             )
+
+    async def _finish_held_responses(self) -> None:
+        """A new response may not start before a cancelled one's ``response.done``: if that is
+        held for its tool batch, still finishing the calls just cancelled, wait for it. (A
+        response that completed normally may overlap the next, as providers allow.)"""
+        running = [
+            task
+            for rid, done in self._held_done.items()
+            if done.status == "cancelled"
+            for task in self._batches.get(rid, ())
+        ]
+        if running:
+            await asyncio.wait(running, timeout=HELD_RESPONSE_WAIT_S)
 
     async def _run_batch(self, event: up.ToolCallsRequested) -> None:
         try:

@@ -73,6 +73,8 @@ class ToolRunner:
         # call id → the future of its outcome; finished ones kept (bounded) to answer duplicates.
         self._calls: OrderedDict[str, asyncio.Future[CallOutcome]] = OrderedDict()
         self._running: dict[str, asyncio.Task[Any]] = {}
+        # Calls of a batch that have not started yet (waiting for a call they depend on).
+        self._queued: set[str] = set()
         self._cancel_requested: set[str] = set()
 
     # -- public API ------------------------------------------------------------------------
@@ -124,6 +126,7 @@ class ToolRunner:
                 tasks[j] for j in range(index) if calls[j].tool_id in depends and j != index
             ]
             decision = decisions[index] if decisions is not None else AuditDecision.EXECUTED
+            self._queued.add(call.call_id)
             tasks.append(asyncio.create_task(self._run_after(waits_for, call, caller, decision)))
         try:
             return list(await asyncio.gather(*tasks))
@@ -163,7 +166,11 @@ class ToolRunner:
         return call_id in self._calls
 
     def cancel(self, call_id: str) -> bool:
-        """Cancel a running call (barge-in, provider cancellation). True if it was running."""
+        """Cancel a call (barge-in, provider cancellation): a running one now, a queued one
+        before it starts. True if it was running or queued."""
+        if call_id in self._queued:
+            self._cancel_requested.add(call_id)
+            return True
         task = self._running.get(call_id)
         if task is None or task.done():
             return False
@@ -172,7 +179,7 @@ class ToolRunner:
         return True
 
     def cancel_all(self) -> None:
-        for call_id in list(self._running):
+        for call_id in [*self._running, *self._queued]:
             self.cancel(call_id)
 
     # -- internals -------------------------------------------------------------------------
@@ -192,8 +199,11 @@ class ToolRunner:
         caller: Caller,
         decision: AuditDecision,
     ) -> CallOutcome:
-        if waits_for:
-            await asyncio.wait(waits_for)
+        try:
+            if waits_for:
+                await asyncio.wait(waits_for)
+        finally:
+            self._queued.discard(call.call_id)
         return await self.run(call, caller, decision=decision)
 
     async def _run_once(
@@ -242,6 +252,9 @@ class ToolRunner:
         self, spec: ToolSpec, call: ToolCall, caller: Caller, args: dict[str, Any]
     ) -> ToolResponse | None:
         """Run the handler under its hard deadline. None means the provider cancelled it."""
+        if call.call_id in self._cancel_requested:  # cancelled while it waited its turn
+            self._cancel_requested.discard(call.call_id)
+            return None
         ctx = ToolContext(
             session_id=caller.session_id,
             user_id=caller.user_id,

@@ -55,6 +55,9 @@ class PlannedCalls:
     text: str  # the model's message, as it wrote it
     # Every call in the model's order: (call_id, name, arguments JSON text) for the history.
     order: list[tuple[str, str, str]] = field(default_factory=list)
+    # In the text dialects, the id the model wrote, by call id: result lines must name the id
+    # the model can find in its own message, even when it reused one and ours differs.
+    written_ids: dict[str, str] = field(default_factory=dict)
     requested: tuple[RequestedCall, ...] = ()
     refused: list[Refusal] = field(default_factory=list)
     problem: str | None = None  # a json plan that could not be read
@@ -83,7 +86,9 @@ class PlannedCalls:
             ]
         return [
             {"role": "assistant", "content": self.text},
-            results_message([(cid, envelopes[cid]) for cid, _, _ in self.order]),
+            results_message(
+                [(self.written_ids.get(cid, cid), envelopes[cid]) for cid, _, _ in self.order]
+            ),
         ]
 
 
@@ -153,6 +158,8 @@ def plan_calls(
                 )
         for written in calls:
             call_id = unique_id(written.call_id)
+            if written.call_id:
+                planned.written_ids[call_id] = written.call_id
             args = compact_json(written.parameters)
             if written.confidence is None or written.confidence < MIN_CONFIDENCE:
                 envelope = low_confidence_envelope(written.confidence)

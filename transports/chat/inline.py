@@ -14,6 +14,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,7 +83,11 @@ def _parse(body: str) -> InlineCall | str:
     if not isinstance(parameters, dict):
         return '"parameters" must be an object'
     confidence = value.get("confidence")
-    if confidence is not None and not isinstance(confidence, int | float):
+    if confidence is not None and (
+        isinstance(confidence, bool)
+        or not isinstance(confidence, int | float)
+        or not math.isfinite(confidence)
+    ):
         return '"confidence" must be a number'
     call_id = value.get("id")
     return InlineCall(
@@ -116,8 +121,12 @@ class InlineMarkerFilter:
                 self._held = text[start:]  # the JSON has not begun yet
                 break
             if text[stripped] != "{":
-                found.append(MarkerProblem(text[start : stripped + 1], "a marker must hold {…}"))
-                text = text[stripped:]
+                skip = _skip_rest(text, stripped)
+                if skip is None:
+                    self._held = text[start:]  # wait for the end of the bad marker
+                    break
+                found.append(MarkerProblem(text[start:skip], "a marker must hold {…}"))
+                text = text[skip:]
                 continue
             end = _json_end(text, stripped)
             if end is None:
@@ -129,7 +138,16 @@ class InlineMarkerFilter:
             if close >= len(text):
                 self._held = text[start:]  # the closing "]" has not come yet
                 break
-            marker = text[start : close + 1] if text[close] == "]" else text[start:end]
+            if text[close] == "]":
+                after = close + 1
+            else:
+                # Not closed where it should be: the rest of the marker is not shown either.
+                skip = _skip_rest(text, close)
+                if skip is None:
+                    self._held = text[start:]
+                    break
+                after = skip
+            marker = text[start:after]
             parsed = _parse(text[stripped:end])
             if isinstance(parsed, str):
                 found.append(MarkerProblem(marker, parsed))
@@ -137,7 +155,7 @@ class InlineMarkerFilter:
                 found.append(MarkerProblem(marker, 'the marker must end with "]"'))
             else:
                 found.append(parsed)
-            text = text[close + 1 :] if text[close] == "]" else text[end:]
+            text = text[after:]
         return "".join(shown), found
 
     def finish(self) -> tuple[str, list[InlineCall | MarkerProblem]]:
@@ -147,6 +165,18 @@ class InlineMarkerFilter:
         if held.startswith(MARKER):
             return "", [MarkerProblem(held, "the stream ended inside a marker")]
         return held, []
+
+
+def _skip_rest(text: str, position: int) -> int | None:
+    """Where text resumes after a malformed marker's remains: just past the next "]" on the
+    same line, or at the line's end (a model's prose is not swallowed past it). None: neither
+    has come yet."""
+    for index in range(position, len(text)):
+        if text[index] == "]":
+            return index + 1
+        if text[index] == "\n":
+            return index
+    return None
 
 
 def _partial_marker_suffix(text: str) -> int:

@@ -33,7 +33,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import openai
@@ -79,7 +79,7 @@ _log = structlog.get_logger("upstream.chat")
 
 @dataclass(frozen=True, slots=True)
 class ChatOptions:
-    api_key: str
+    api_key: str = field(repr=False)
     model: str
     base_url: str | None = None
     max_rounds: int = 5  # tool rounds per user message; then one answer without tools
@@ -112,12 +112,14 @@ class ChatTransport:
         self._conversation = Conversation("", options.history_tokens)
         self._queue: asyncio.Queue[UpstreamEvent | None] = asyncio.Queue()
         self._turn: asyncio.Task[None] | None = None
+        self._starting = asyncio.Lock()  # one turn start at a time: never two turns running
         self._waiting: _Waiting | None = None
         self._late: list[Message] = []
         self._used_ids: set[str] = set()
         self._responses = 0
         # The last round's text ended mid-line: the next round's text starts a new paragraph.
         self._paragraph_due = False
+        self._late_start: asyncio.Task[None] | None = None
         self._closed = False
 
     # Transport protocol ---------------------------------------------------------------------
@@ -182,10 +184,12 @@ class ChatTransport:
 
     async def send_tool_results(self, results: Sequence[ToolResult]) -> None:
         waiting = self._waiting
-        if waiting is None or waiting.future.done():
+        mine = [] if waiting is None else [r for r in results if r.call_id in waiting.call_ids]
+        if waiting is None or waiting.future.done() or not mine:
+            # Results of calls no longer waited for (a cancelled round): never another round's.
             _log.info("chat_results_ignored", call_ids=[r.call_id for r in results])
             return
-        waiting.future.set_result(results)
+        waiting.future.set_result(mine)
 
     async def send_late_result(self, result: ToolResult) -> None:
         if self._closed:
@@ -198,7 +202,7 @@ class ChatTransport:
             }
         else:
             message = results_message([(result.call_id, result.envelope)])
-        if self._turn is None:
+        if self._turn is None and not self._starting.locked():
             await self._start_turn([message])
         else:
             self._late.append(message)  # answered as soon as the active response ends
@@ -215,6 +219,8 @@ class ChatTransport:
             return
         self._closed = True
         await self._cancel_turn()
+        if self._late_start is not None:
+            await asyncio.wait([self._late_start])  # it sees the transport closed and returns
         if self._client is not None and self._owns_client:
             with contextlib.suppress(Exception):
                 await self._client.close()
@@ -223,9 +229,17 @@ class ChatTransport:
     # Turns ----------------------------------------------------------------------------------
 
     async def _start_turn(self, first: list[Message]) -> None:
-        await self._cancel_turn()
-        self._conversation.begin_turn(first[0])
-        self._conversation.append(*first[1:])
+        async with self._starting:
+            await self._cancel_turn()
+            # Late results that waited for the cancelled response open this turn instead.
+            messages, self._late = [*self._late, *first], []
+            if self._closed or not messages:
+                return
+            self._begin(messages)
+
+    def _begin(self, messages: list[Message]) -> None:
+        self._conversation.begin_turn(messages[0])
+        self._conversation.append(*messages[1:])
         self._responses += 1
         self._paragraph_due = False
         response_id = f"chat_resp_{self._responses}"
@@ -242,10 +256,10 @@ class ChatTransport:
     def _turn_finished(self, task: asyncio.Task[None]) -> None:
         if self._turn is task:
             self._turn = None
-        if self._late and not self._closed:
-            late, self._late = self._late, []
-            # A done callback cannot await; the new turn starts on the next loop pass.
-            asyncio.get_running_loop().create_task(self._start_turn(late))
+        if self._late and not self._closed and not self._starting.locked():
+            # The response they waited for is over and no message is starting one: answer them
+            # (a done callback cannot await; _start_turn takes them under the lock).
+            self._late_start = asyncio.get_running_loop().create_task(self._start_turn([]))
 
     async def _run_turn(self, response_id: str) -> None:
         usage: dict[str, int] = {}
@@ -376,11 +390,15 @@ class ChatTransport:
             try:
                 results = await future
             except asyncio.CancelledError:
-                self._queue.put_nowait(ToolCallsCancelled(ids))
+                delivered = future.result() if future.done() and not future.cancelled() else ()
+                envelopes.update({r.call_id: r.envelope for r in delivered})
+                unanswered = tuple(call_id for call_id in ids if call_id not in envelopes)
+                if unanswered:
+                    self._queue.put_nowait(ToolCallsCancelled(unanswered))
                 cut = blocked_envelope(
                     "CANCELLED", "the response was cancelled; the call may not have completed"
                 )
-                envelopes.update({call_id: cut for call_id in ids})
+                envelopes.update({call_id: cut for call_id in unanswered})
                 self._conversation.append(*planned.messages(envelopes))
                 raise
             finally:
