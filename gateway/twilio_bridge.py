@@ -72,9 +72,14 @@ class TwilioBridge:
         self.tracker = PlaybackTracker()
         self.session: Session | None = None
         self.outbound = Outbound(
-            self._on_session_text, self._on_session_audio, max_audio_frames=max_audio_frames
+            self._on_session_text,
+            self._on_session_audio,
+            max_audio_frames=max_audio_frames,
+            ordered=True,
         )
-        self._responses: deque[str] = deque()  # started, not yet done: audio belongs to [0]
+        # Started, not yet done. Events arrive in order with the audio (``ordered``), so audio
+        # belongs to the response started last (an earlier one may be held for its tools).
+        self._responses: deque[str] = deque()
         self._confirmations: list[str] = []  # pending, oldest first
         self._wake = asyncio.Event()
         self._pacer: asyncio.Task[None] | None = None
@@ -149,7 +154,8 @@ class TwilioBridge:
 
     async def _dtmf(self, session: Session, digit: str) -> None:
         if digit not in ("1", "2") or not self._confirmations:
-            _log.info("twilio_dtmf_ignored", digit=digit, pending=len(self._confirmations))
+            # Never the digit itself: callers type PINs and card numbers on keypads.
+            _log.info("twilio_dtmf_ignored", pending=len(self._confirmations))
             return
         decision = Decision.APPROVE if digit == "1" else Decision.REJECT
         confirmation_id = self._confirmations[-1]  # the one the caller just heard about
@@ -169,6 +175,8 @@ class TwilioBridge:
             if response_id in self._responses:
                 self._responses.remove(response_id)
             self.tracker.end(response_id)
+            if self.tracker.pending_frames:  # its padded last frame is still to be played
+                self._played_all.clear()
             self._wake.set()
         elif kind == "speech.started":
             # Barge-in: nothing more of the reply may play. Twilio drops what it buffered.
@@ -190,9 +198,9 @@ class TwilioBridge:
         if not self._responses:
             return  # audio outside a response (none is expected): nothing to attribute it to
         try:
-            self.tracker.add(self._responses[0], mulaw.encode(pcm))
+            self.tracker.add(self._responses[-1], mulaw.encode(pcm))
         except ValueError:  # audio of a response already ended: a bug upstream of us, logged
-            _log.warning("twilio_late_audio", response_id=self._responses[0])
+            _log.warning("twilio_late_audio", response_id=self._responses[-1])
             return
         self._played_all.clear()
         self._wake.set()
@@ -211,11 +219,13 @@ class TwilioBridge:
         sent_ms = 0
         while True:
             if not self.tracker.pending_frames:
+                # Cleared before the awaits below: audio queued meanwhile wakes us again.
+                self._wake.clear()
                 for item in self.tracker.next_items(0):  # a reply's last mark, after its audio
                     await self._send_item(item)
                 self._check_played_all()
-                self._wake.clear()
-                await self._wake.wait()
+                if not self.tracker.pending_frames:
+                    await self._wake.wait()
                 continue
             now = self._clock()
             ahead_ms = sent_ms - (now - started) * 1000

@@ -52,6 +52,9 @@ class TwilioRoutes:
     # POST /twilio/voice ----------------------------------------------------------------------
 
     async def voice(self, request: web.Request) -> web.Response:
+        if self.server.draining:
+            # Twilio then tries the number's fallback URL instead of a stream we would refuse.
+            return web.Response(status=503, text="the gateway is draining")
         form = {key: str(value) for key, value in (await request.post()).items()}
         token = self.settings.twilio_auth_token
         if token is not None:
@@ -78,7 +81,8 @@ class TwilioRoutes:
         the request's own host and scheme."""
         base = self.settings.public_url
         if base is None:
-            scheme = request.headers.get("X-Forwarded-Proto", request.scheme)
+            forwarded = request.headers.get("X-Forwarded-Proto", "")
+            scheme = forwarded.split(",")[0].strip() or request.scheme
             base = f"{scheme}://{request.host}"
         base = base.rstrip("/")
         url = base + (request.path_qs if path is None else path)
@@ -113,6 +117,12 @@ class TwilioRoutes:
             await ws.close(code=1008, message=b"no start message")
             return ws
         user = self.server.user_from_token(start.custom_parameters.get("token"))
+        if (
+            not isinstance(user, str)
+            and user.user_id.startswith("twilio:")
+            and user.user_id != f"twilio:{start.call_sid}"
+        ):
+            user = "the token was made for another call"
         if isinstance(user, str):
             _log.warning("twilio_stream_refused", reason=user, call_sid=start.call_sid)
             await ws.close(code=1008, message=b"unauthorized")
@@ -152,7 +162,6 @@ class TwilioRoutes:
         async def start_session(event: object, outbound: Outbound) -> Session:
             return await manager.start(event, user, outbound)  # type: ignore[arg-type]
 
-        session: Session | None = None
         try:
             session = await bridge.open(start_session, self.settings.twilio_provider)
             _log.info("twilio_call_started", call_sid=start.call_sid, session_id=session.session_id)
@@ -161,18 +170,25 @@ class TwilioRoutes:
             try:
                 await asyncio.wait([reader, ended], return_when=asyncio.FIRST_COMPLETED)
                 if bridge.end_reason == EndReason.INTENT.value and not reader.done():
-                    await bridge.play_out()  # the goodbye; the reader takes the mark echoes
+                    # The goodbye plays out; the reader takes the mark echoes, and a caller
+                    # who hangs up meanwhile ends the wait.
+                    playing = asyncio.create_task(bridge.play_out())
+                    await asyncio.wait([playing, reader], return_when=asyncio.FIRST_COMPLETED)
+                    playing.cancel()
             finally:
                 reader.cancel()
                 ended.cancel()
         except StartRefused as refused:
             _log.warning("twilio_session_refused", message=refused.event.message)
+        except Exception:
+            _log.exception("twilio_call_failed", call_sid=start.call_sid)
         finally:
             by_intent = bridge.end_reason == EndReason.INTENT.value
-            if session is not None:
-                if not session.ended.is_set():
-                    await session.end(EndReason.CLIENT, "the call's media stream closed")
-                await manager.forget(session)
+            started = bridge.session  # set as soon as it started, even if the greeting failed
+            if started is not None:
+                if not started.ended.is_set():
+                    await started.end(EndReason.CLIENT, "the call's media stream closed")
+                await manager.forget(started)
             await bridge.close()
             if by_intent:  # before the stream closes: the call ends with it, not after
                 await self._hang_up(start.call_sid)
@@ -188,8 +204,11 @@ class TwilioRoutes:
             except codec.TwilioFormatError as exc:
                 _log.warning("twilio_bad_message", problem=str(exc))
                 continue
-            if not await bridge.on_twilio(event):
-                return
+            try:
+                if not await bridge.on_twilio(event):
+                    return
+            except Exception:  # one bad event must not hang up the call
+                _log.exception("twilio_event_failed", kind=event.type)
 
     async def _hang_up(self, call_sid: str) -> None:
         """End the call itself (the stream is already closed) when credentials are set."""
@@ -204,6 +223,9 @@ class TwilioRoutes:
                 aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http,
                 http.post(url, data={"Status": "completed"}, headers=headers) as response,
             ):
-                _log.info("twilio_call_ended", call_sid=call_sid, status=response.status)
+                if response.status < 400:
+                    _log.info("twilio_call_ended", call_sid=call_sid, status=response.status)
+                    return
+                _log.warning("twilio_hang_up_refused", call_sid=call_sid, status=response.status)
                 return
         _log.warning("twilio_hang_up_failed", call_sid=call_sid)

@@ -42,6 +42,7 @@ class Outbound:
         max_control_bytes: int = 8 * 1024 * 1024,
         on_audio_dropped: Callable[[], None] = lambda: None,
         on_overflow: Callable[[], None] = lambda: None,
+        ordered: bool = False,
     ) -> None:
         self._send_text = send_text
         self._send_bytes = send_bytes
@@ -53,6 +54,9 @@ class Outbound:
         self._max_control_bytes = max_control_bytes
         self._control_bytes = 0
         self._on_overflow = on_overflow
+        # Every event keeps its place behind queued audio (a bridge that attributes audio to
+        # the response last started needs the exact order; latency is not its concern).
+        self._ordered = ordered
         self.overflowed = False
         self._wake = asyncio.Event()
         self._closed = False
@@ -70,7 +74,7 @@ class Outbound:
             self._overflow()
             return
         text = payload.decode()
-        if after_audio and self._lane:
+        if (after_audio or self._ordered) and self._lane:
             self._lane.append(_Ordered(text, len(payload)))
         else:
             self._control.append((text, len(payload)))

@@ -127,7 +127,7 @@ async def twilio_gateway(
 async def call(gateway: Gateway, call_token: str | None = None) -> TwilioClient:
     ws = await gateway.http.ws_connect(f"{gateway.url}/twilio/media")
     client = TwilioClient(ws)
-    await client.begin(token("twilio:test") if call_token is None else call_token)
+    await client.begin(token(f"twilio:{CALL_SID}") if call_token is None else call_token)
     return client
 
 
