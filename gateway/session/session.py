@@ -65,9 +65,9 @@ from gateway.session.states import SessionState, transition
 from gateway.session.toolflow import ToolFlow
 from gateway.store import SessionSnapshot
 from gateway.toolrun import Caller, ModeBudget, ToolRunner
-from tools._core import Intent, ToolErrorType, ToolResponse
+from tools._core import Intent
 from transports import events as up
-from transports.base import ConversationItem, ToolResult, Transport
+from transports.base import ConversationItem, Transport
 
 __all__ = ["Session", "SessionUser"]
 
@@ -474,7 +474,7 @@ class Session:
             await self.tools.handle_batch(event)
         except Exception:
             self._log.exception("tool_batch_failed")
-            await self._answer_failed_batch(event)
+            await self.tools.answer_failed_batch(event)
         finally:
             await self._batch_finished(event.response_id)
 
@@ -487,21 +487,6 @@ class Session:
         held = self._held_done.pop(response_id, None)
         if held is not None and not self.ended.is_set():
             await self._response_done(held)
-
-    async def _answer_failed_batch(self, event: up.ToolCallsRequested) -> None:
-        """The model must not wait forever for results that will not come: every call of the
-        batch is answered INTERNAL (transports drop answers for calls already answered)."""
-        failure = ToolResponse.failure(
-            ToolErrorType.INTERNAL, "The gateway failed while handling this call; retry later."
-        )
-        results = [
-            ToolResult(c.call_id, c.name, failure.to_envelope({"callId": c.call_id}))
-            for c in event.calls
-        ]
-        try:
-            await self.transport.send_tool_results(results)
-        except Exception:
-            self._log.exception("tool_batch_answer_failed")
 
     async def _barge_in(self) -> None:
         r = self._response

@@ -34,7 +34,7 @@ from gateway.protocol import (
     ToolStarted,
 )
 from gateway.toolrun import AuditDecision, CallOutcome, ToolCall
-from tools._core import ToolErrorType
+from tools._core import ToolErrorType, ToolResponse
 from transports.base import ToolResult
 from transports.events import ToolCallsRequested
 
@@ -139,6 +139,22 @@ class ToolFlow:
         ]
         if results:
             await s.transport.send_tool_results(results)
+
+    async def answer_failed_batch(self, event: ToolCallsRequested) -> None:
+        """The model must not wait forever for results that will not come: every call of a
+        batch the gateway failed to handle is answered INTERNAL (transports drop answers for
+        calls already answered)."""
+        failure = ToolResponse.failure(
+            ToolErrorType.INTERNAL, "The gateway failed while handling this call; retry later."
+        )
+        results = [
+            ToolResult(c.call_id, c.name, failure.to_envelope({"callId": c.call_id}))
+            for c in event.calls
+        ]
+        try:
+            await self._s.transport.send_tool_results(results)
+        except Exception:
+            _log.exception("tool_batch_answer_failed")
 
     async def respond(
         self,
