@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import signal
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,6 +19,7 @@ import aiohttp
 import httpx2
 import openai
 import pytest
+from cli_kit import served
 from openai.types.chat import ChatCompletionChunk
 
 from transports.chat.assembler import ToolCallAssembler
@@ -305,36 +304,14 @@ async def test_closing_breaks_off_a_slow_stream() -> None:
 
 
 async def test_the_command_line_serves_until_sigterm() -> None:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "transports.chat.fake_server",
-        "--port",
-        "0",
-        "--api-key",
-        "sk-cli",
-        "--fragment-size",
-        "100",
-        stdout=asyncio.subprocess.PIPE,
-        cwd=REPO,
-    )
-    try:
-        assert process.stdout is not None
-        async with asyncio.timeout(TIMEOUT_S):
-            line = await process.stdout.readline()
-        match = re.fullmatch(rb"listening (http://127\.0\.0\.1:\d+/v1)\n", line)
-        assert match is not None, line
+    args = ("--port", "0", "--api-key", "sk-cli", "--fragment-size", "100")
+    listening = rb"listening (http://127\.0\.0\.1:\d+/v1)\n"
+    async with served("transports.chat.fake_server", *args, listening=listening) as cli:
         async with openai.AsyncOpenAI(
-            base_url=match.group(1).decode(), api_key="sk-cli", max_retries=0
+            base_url=cli.match.group(1).decode(), api_key="sk-cli", max_retries=0
         ) as client:
             chunks = await stream(client, messages=ask('/tool f {"a": 1}'), tools=TOOLS)
-        process.send_signal(signal.SIGTERM)
-        async with asyncio.timeout(TIMEOUT_S):
-            assert await process.wait() == 0
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        assert await cli.terminate() == 0
     fragments = [
         p.function.arguments
         for c in chunks

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import signal
 import ssl
-import sys
 from pathlib import Path
 
 import pytest
 import websockets
+from cli_kit import served
 from websockets.exceptions import ConnectionClosed
 
 REPO = Path(__file__).resolve().parents[3]
@@ -23,28 +22,12 @@ PATH = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateCo
 
 async def test_the_command_line_serves_until_sigterm(tmp_path: Path) -> None:
     cert_dir = tmp_path / "certs"
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "transports.gemini_live.fake_server",
-        "--port",
-        "0",
-        "--cert-dir",
-        str(cert_dir),
-        "--api-key",
-        "cli-key",
-        "--text-frames",
-        "--duplicate-tool-calls",
-        stdout=asyncio.subprocess.PIPE,
-        cwd=REPO,
-    )
-    try:
-        assert process.stdout is not None
-        async with asyncio.timeout(TIMEOUT_S):
-            line = await process.stdout.readline()
-        match = re.fullmatch(rb"listening (https://127\.0\.0\.1:(\d+))\n", line)
-        assert match is not None, line
-        url = f"wss://127.0.0.1:{int(match.group(2))}{PATH}"
+    args = ("--port", "0", "--cert-dir", str(cert_dir), "--api-key", "cli-key")
+    flags = ("--text-frames", "--duplicate-tool-calls")
+    listening = rb"listening (https://127\.0\.0\.1:(\d+))\n"
+    module = "transports.gemini_live.fake_server"
+    async with served(module, *args, *flags, listening=listening) as cli:
+        url = f"wss://127.0.0.1:{int(cli.match.group(2))}{PATH}"
         context = ssl.create_default_context(cafile=str(cert_dir / "cert.pem"))
         headers = {"x-goog-api-key": "cli-key"}
         async with (
@@ -57,15 +40,10 @@ async def test_the_command_line_serves_until_sigterm(tmp_path: Path) -> None:
             turn = {"role": "user", "parts": [{"text": "/tool ping {}"}]}
             await ws.send(json.dumps({"clientContent": {"turns": [turn], "turnComplete": True}}))
             calls = [await ws.recv(), await ws.recv()]
-            process.send_signal(signal.SIGTERM)
+            cli.process.send_signal(signal.SIGTERM)
             with pytest.raises(ConnectionClosed) as closed:
                 await ws.recv()
-        async with asyncio.timeout(TIMEOUT_S):
-            assert await process.wait() == 0
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        assert await cli.exit_code() == 0
     assert first == '{"setupComplete":{}}'  # --text-frames: a str, compact JSON
     assert calls[0] == calls[1]  # --duplicate-tool-calls
     assert json.loads(calls[0])["toolCall"]["functionCalls"][0]["name"] == "ping"

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import signal
-import sys
 from pathlib import Path
 
 import pytest
 import websockets
+from cli_kit import served
 from websockets.exceptions import ConnectionClosed
 
 REPO = Path(__file__).resolve().parents[3]
@@ -19,26 +18,10 @@ TIMEOUT_S = 20
 
 
 async def test_the_command_line_serves_until_sigterm() -> None:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "transports.openai_realtime.fake_server",
-        "--port",
-        "0",
-        "--api-key",
-        "sk-cli",
-        "--arg-fragment",
-        "100",
-        stdout=asyncio.subprocess.PIPE,
-        cwd=REPO,
-    )
-    try:
-        assert process.stdout is not None
-        async with asyncio.timeout(TIMEOUT_S):
-            line = await process.stdout.readline()
-        match = re.fullmatch(rb"listening (ws://127\.0\.0\.1:(\d+)/v1)\n", line)
-        assert match is not None, line
-        url = match.group(1).decode() + "/realtime?model=gpt-realtime"
+    args = ("--port", "0", "--api-key", "sk-cli", "--arg-fragment", "100")
+    listening = rb"listening (ws://127\.0\.0\.1:(\d+)/v1)\n"
+    async with served("transports.openai_realtime.fake_server", *args, listening=listening) as cli:
+        url = cli.match.group(1).decode() + "/realtime?model=gpt-realtime"
         headers = {"Authorization": "Bearer sk-cli"}
         async with (
             asyncio.timeout(TIMEOUT_S),
@@ -56,15 +39,10 @@ async def test_the_command_line_serves_until_sigterm() -> None:
             while (event := json.loads(await ws.recv()))["type"] != "rate_limits.updated":
                 if event["type"] == "response.function_call_arguments.delta":
                     deltas.append(event["delta"])
-            process.send_signal(signal.SIGTERM)
+            cli.process.send_signal(signal.SIGTERM)
             with pytest.raises(ConnectionClosed) as closed:
                 await ws.recv()
-        async with asyncio.timeout(TIMEOUT_S):
-            assert await process.wait() == 0
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        assert await cli.exit_code() == 0
     assert closed.value.rcvd is not None
     assert closed.value.rcvd.code == 1001
     assert deltas == ["{}"]  # --arg-fragment reached the options
