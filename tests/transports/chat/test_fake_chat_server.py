@@ -12,7 +12,6 @@ import json
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -27,7 +26,6 @@ from transports.chat.fake_brain import Cut, HttpError, Text
 from transports.chat.fake_server import FakeChatOptions, FakeChatServer
 from transports.chat.inline import InlineCall, InlineMarkerFilter, MarkerProblem
 
-REPO = Path(__file__).resolve().parents[3]
 TIMEOUT_S = 10
 TOOLS: Any = [
     {

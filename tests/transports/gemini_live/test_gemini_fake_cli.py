@@ -15,7 +15,6 @@ import websockets
 from cli_kit import served
 from websockets.exceptions import ConnectionClosed
 
-REPO = Path(__file__).resolve().parents[3]
 TIMEOUT_S = 20
 PATH = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
 

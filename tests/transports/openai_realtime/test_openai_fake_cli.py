@@ -6,14 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-from pathlib import Path
 
 import pytest
 import websockets
 from cli_kit import served
 from websockets.exceptions import ConnectionClosed
 
-REPO = Path(__file__).resolve().parents[3]
 TIMEOUT_S = 20
 
 
