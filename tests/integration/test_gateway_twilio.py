@@ -8,11 +8,13 @@ the fake says first: ``/say …`` for speech, ``/tool …`` for a tool call.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,6 +102,38 @@ class TwilioClient:
             for _, e in self.received
             if e["event"] == "media"
         ]
+
+
+@dataclass
+class TwilioRest:
+    """A stand-in for Twilio's REST API: the calls it was asked to hang up."""
+
+    base_url: str
+    # (path, form fields, Authorization header) per request
+    hangups: list[tuple[str, dict[str, str], str]] = field(default_factory=list)
+    hung_up: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@asynccontextmanager
+async def twilio_rest() -> AsyncIterator[TwilioRest]:
+    rest = TwilioRest("")
+
+    async def calls_api(request: web.Request) -> web.Response:
+        form = {key: str(value) for key, value in (await request.post()).items()}
+        rest.hangups.append((request.path, form, request.headers.get("Authorization", "")))
+        rest.hung_up.set()
+        return web.json_response({"status": "completed"})
+
+    api = web.Application()
+    api.router.add_post("/2010-04-01/Accounts/{sid}/Calls/{call}.json", calls_api)
+    runner = web.AppRunner(api)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    rest.base_url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        yield rest
+    finally:
+        await runner.cleanup()
 
 
 @pytest.fixture
@@ -290,34 +324,22 @@ async def test_a_bad_token_closes_the_stream_without_a_session(
 async def test_end_voice_session_plays_the_goodbye_then_hangs_up(
     fake: FakeRealtimeServer, gateway_factory: GatewayFactory
 ) -> None:
-    hangups: list[tuple[str, dict[str, str]]] = []
-
-    async def calls_api(request: web.Request) -> web.Response:
-        assert request.headers["Authorization"] == aiohttp.encode_basic_auth("AC0123", AUTH_TOKEN)
-        hangups.append((request.path, dict(await request.post())))
-        return web.json_response({"status": "completed"})
-
-    api = web.Application()
-    api.router.add_post("/2010-04-01/Accounts/{sid}/Calls/{call}.json", calls_api)
-    runner = web.AppRunner(api)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        port = runner.addresses[0][1]
+    async with twilio_rest() as rest:
         gateway = await twilio_gateway(
             gateway_factory,
             fake,
             twilio_greeting="/tool end_voice_session {}",
             twilio_account_sid="AC0123",
-            twilio_api_base=f"http://127.0.0.1:{port}",
+            twilio_api_base=rest.base_url,
         )
         client = await call(gateway)
         while await client.next() is not None:
             pass
-        assert client.media()  # the reply after the tool played before the stream closed
-        assert hangups == [
-            (f"/2010-04-01/Accounts/AC0123/Calls/{CALL_SID}.json", {"Status": "completed"})
-        ]
-    finally:
-        await runner.cleanup()
+    assert client.media()  # the reply after the tool played before the stream closed
+    assert rest.hangups == [
+        (
+            f"/2010-04-01/Accounts/AC0123/Calls/{CALL_SID}.json",
+            {"Status": "completed"},
+            aiohttp.encode_basic_auth("AC0123", AUTH_TOKEN),
+        )
+    ]

@@ -17,9 +17,8 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
-from aiohttp import web
 from harness import DelegatingTransport, GatewayFactory, pcm_silence, pcm_tone
-from test_gateway_twilio import AUTH_TOKEN, CALL_SID, call, twilio_gateway
+from test_gateway_twilio import AUTH_TOKEN, CALL_SID, call, twilio_gateway, twilio_rest
 
 from gateway import twilio_bridge
 from gateway.app import make_transport
@@ -103,24 +102,6 @@ def recording(kind: type[DelegatingTransport], made: list[Any]) -> Any:
     return factory
 
 
-async def hang_up_api() -> tuple[web.AppRunner, str, asyncio.Event]:
-    """A stand-in for Twilio's REST API: (runner, base URL, set when a call is hung up)."""
-    hung_up = asyncio.Event()
-
-    async def calls_api(request: web.Request) -> web.Response:
-        await request.post()
-        hung_up.set()
-        return web.json_response({"status": "completed"})
-
-    api = web.Application()
-    api.router.add_post("/2010-04-01/Accounts/{sid}/Calls/{call}.json", calls_api)
-    runner = web.AppRunner(api)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}", hung_up
-
-
 # -- audio attributed to the wrong response --------------------------------------------------------
 
 
@@ -177,14 +158,13 @@ async def test_a_stop_during_the_goodbye_ends_the_play_out_at_once(
         await play_out(self)
 
     monkeypatch.setattr(twilio_bridge.TwilioBridge, "play_out", signalled_play_out)
-    runner, api_base, hung_up = await hang_up_api()
-    try:
+    async with twilio_rest() as rest:
         gateway = await twilio_gateway(
             gateway_factory,
             fake,
             twilio_greeting="/tool end_voice_session {}",
             twilio_account_sid="AC0123",
-            twilio_api_base=api_base,
+            twilio_api_base=rest.base_url,
         )
         client = await call(gateway)
         client.echo_marks = False  # the caller's phone never confirms: it is about to hang up
@@ -195,10 +175,8 @@ async def test_a_stop_during_the_goodbye_ends_the_play_out_at_once(
         await client.send("stop", stop=STOP)  # the caller hung up: Twilio stops the stream
         # (Twilio then closes the socket too; not awaited here: the close handshake waits for
         # the handler, which is the thing under test.)
-        assert await within(hung_up.wait(), 1.5), "the handler was still waiting for echoes"
+        assert await within(rest.hung_up.wait(), 1.5), "the handler was still waiting for echoes"
         assert gateway.manager.sessions == {}
-    finally:
-        await runner.cleanup()
 
 
 # -- exceptions ------------------------------------------------------------------------------------
