@@ -273,10 +273,12 @@ class ChatTransport:
         except openai.APIError as exc:
             status = "failed"
             self._queue.put_nowait(_notice(exc))
-        except Exception as exc:  # a bug here must not hang the session's response
-            _log.exception("chat_turn_crashed")
+        except Exception:  # a bug here must not hang the session's response
+            _log.exception("chat_turn_crashed")  # the details stay in the gateway's log
             status = "failed"
-            self._queue.put_nowait(UpstreamNotice("chat_internal", f"internal error: {exc!r}"))
+            self._queue.put_nowait(
+                UpstreamNotice("chat_internal", "internal error in the gateway's chat upstream")
+            )
         self._queue.put_nowait(ResponseDone(response_id, status, usage or None))
 
     async def _agent_loop(self, response_id: str, usage: dict[str, int]) -> None:
