@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -77,9 +76,9 @@ class TwilioBridge:
             max_audio_frames=max_audio_frames,
             ordered=True,
         )
-        # Started, not yet done. Events arrive in order with the audio (``ordered``), so audio
-        # belongs to the response started last (an earlier one may be held for its tools).
-        self._responses: deque[str] = deque()
+        # Events arrive in order with the audio (``ordered``), so audio belongs to the response
+        # started last, until it is done (an earlier one may be held for its tools meanwhile).
+        self._speaking: str | None = None
         self._confirmations: list[str] = []  # pending, oldest first
         self._wake = asyncio.Event()
         self._pacer: asyncio.Task[None] | None = None
@@ -169,11 +168,11 @@ class TwilioBridge:
         event: dict[str, Any] = orjson.loads(text)
         kind = event.get("type")
         if kind == "response.started":
-            self._responses.append(event["response_id"])
+            self._speaking = event["response_id"]
         elif kind == "response.done":
             response_id = event["response_id"]
-            if response_id in self._responses:
-                self._responses.remove(response_id)
+            if self._speaking == response_id:
+                self._speaking = None
             self.tracker.end(response_id)
             if self.tracker.pending_frames:  # its padded last frame is still to be played
                 self._played_all.clear()
@@ -195,12 +194,13 @@ class TwilioBridge:
             getattr(_log, level)("twilio_session_error", code=event.get("code"))
 
     async def _on_session_audio(self, pcm: bytes) -> None:
-        if not self._responses:
+        response_id = self._speaking
+        if response_id is None:
             return  # audio outside a response (none is expected): nothing to attribute it to
         try:
-            self.tracker.add(self._responses[-1], mulaw.encode(pcm))
+            self.tracker.add(response_id, mulaw.encode(pcm))
         except ValueError:  # audio of a response already ended: a bug upstream of us, logged
-            _log.warning("twilio_late_audio", response_id=self._responses[-1])
+            _log.warning("twilio_late_audio", response_id=response_id)
             return
         self._played_all.clear()
         self._wake.set()

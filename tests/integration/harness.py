@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import aiohttp
 import jwt
@@ -73,6 +73,34 @@ async def speak(client: Client, ms: int, rate: int = 16000) -> None:
 
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
+
+
+class _FakeServer(Protocol):
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+FakeT = TypeVar("FakeT", bound=_FakeServer)
+
+
+class Fakes(Generic[FakeT]):
+    """The fake upstream servers one test starts (``await fakes(**options)``), all stopped at
+    its end (``stop_all``, from the fixture)."""
+
+    def __init__(self, make: Callable[..., FakeT]) -> None:
+        self._make = make
+        self.servers: list[FakeT] = []
+
+    async def __call__(self, **options: Any) -> FakeT:
+        server = self._make(**options)
+        await server.start()
+        self.servers.append(server)
+        return server
+
+    async def stop_all(self) -> None:
+        for server in self.servers:
+            await server.stop()
 
 
 class Client:

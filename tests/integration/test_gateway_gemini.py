@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from harness import (
     Client,
+    Fakes,
     Gateway,
     GatewayFactory,
     first,
@@ -41,17 +42,9 @@ def cert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 async def fake_factory(cert_dir: Path) -> AsyncIterator[FakeFactory]:
-    servers: list[FakeGeminiServer] = []
-
-    async def start(**options: Any) -> FakeGeminiServer:
-        server = FakeGeminiServer(FakeGeminiOptions(**options), cert_dir=cert_dir)
-        await server.start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        await server.stop()
+    fakes = Fakes(lambda **o: FakeGeminiServer(FakeGeminiOptions(**o), cert_dir=cert_dir))
+    yield fakes
+    await fakes.stop_all()
 
 
 @pytest.fixture

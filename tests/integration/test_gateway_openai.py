@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from harness import (
+    Fakes,
     Gateway,
     GatewayFactory,
     first,
@@ -34,17 +35,9 @@ LONG_REPLY = " ".join(f"word{n}" for n in range(40))  # 4 s of speech
 
 @pytest.fixture
 async def fake_factory() -> AsyncIterator[FakeFactory]:
-    servers: list[FakeRealtimeServer] = []
-
-    async def start(**options: Any) -> FakeRealtimeServer:
-        server = FakeRealtimeServer(FakeOptions(**options))
-        await server.start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        await server.stop()
+    fakes = Fakes(lambda **o: FakeRealtimeServer(FakeOptions(**o)))
+    yield fakes
+    await fakes.stop_all()
 
 
 @pytest.fixture

@@ -236,6 +236,7 @@ class FakeChatServer:
         self.options = options or FakeChatOptions()
         self.requests: list[dict[str, Any]] = []
         self.responses: list[FakeReply] = []
+        self.usages: list[dict[str, int]] = []  # the usage chunk of each stream that sent one
         self.counters: dict[str, int] = {}  # the server-wide state of ``/http STATUS TIMES``
         self._host, self._port = host, port
         self._runner: web.AppRunner | None = None
@@ -260,7 +261,7 @@ class FakeChatServer:
         self._runner = runner
         self._port = int(runner.addresses[0][1])
 
-    async def close(self) -> None:
+    async def stop(self) -> None:
         """Stop listening; answers still being streamed are broken off."""
         for task in self._handlers:
             task.cancel()
@@ -289,7 +290,7 @@ class FakeChatServer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.close()
+        await self.stop()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         task = asyncio.current_task()
@@ -350,6 +351,8 @@ class FakeChatServer:
             for delay_s, chunk in stream_chunks(reply, envelope, self.options):
                 if delay_s > 0:
                     await asyncio.sleep(delay_s)
+                if isinstance(chunk.get("usage"), dict):
+                    self.usages.append(chunk["usage"])
                 await response.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
             if isinstance(reply, Cut):
                 _drop(request)

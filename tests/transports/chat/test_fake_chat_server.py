@@ -296,7 +296,7 @@ async def test_closing_breaks_off_a_slow_stream() -> None:
         reading = asyncio.create_task(stream(client, messages=ask("/slow 60000 too late")))
         await server.wait_for_requests(1)
         async with asyncio.timeout(TIMEOUT_S):
-            await server.close()
+            await server.stop()
             with pytest.raises(openai.APIConnectionError):
                 await reading
 
