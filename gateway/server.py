@@ -11,6 +11,7 @@ import asyncio
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import jwt
@@ -44,6 +45,16 @@ _log = structlog.get_logger("server")
 
 # Bytes the WebSocket transport accepts beyond the protocol's frame limits (see above).
 TRANSPORT_HEADROOM = 64 * 1024
+# The browser demo client, served at / and /static/.
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+# Scripts, styles and sockets of this origin only ('self' covers ws:/wss: to it in CSP 3).
+INDEX_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; connect-src 'self'; img-src 'self' data:; object-src 'none'; "
+        "base-uri 'none'; frame-ancestors 'none'"
+    ),
+    "Cache-Control": "no-cache",
+}
 # Past this many remembered client addresses, the quiet ones are forgotten.
 RECENT_PEERS_PRUNE_AT = 4096
 
@@ -69,6 +80,7 @@ class GatewayServer:
         app.router.add_get("/readyz", self.readyz)
         app.router.add_get("/metrics", self.metrics_page)
         app.router.add_get("/", self.index)
+        app.router.add_static("/static/", STATIC_DIR, append_version=False)
         twilio = TwilioRoutes(self)
         app.router.add_post("/twilio/voice", twilio.voice)
         app.router.add_get("/twilio/media", twilio.media)
@@ -92,11 +104,9 @@ class GatewayServer:
         body = self.metrics.render()
         return web.Response(body=body, content_type="text/plain", charset="utf-8")
 
-    async def index(self, _: web.Request) -> web.Response:
-        return web.Response(
-            text="Realtime gateway: connect a WebSocket to /v1/session (see docs/protocol.md).",
-            content_type="text/plain",
-        )
+    async def index(self, _: web.Request) -> web.FileResponse:
+        """The browser demo client (``gateway/static``): plain ES modules, no build step."""
+        return web.FileResponse(STATIC_DIR / "index.html", headers=INDEX_HEADERS)
 
     # -- admission -----------------------------------------------------------------------------
 

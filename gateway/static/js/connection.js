@@ -1,0 +1,197 @@
+// The session socket: session.start, events in and out, and resume after a dropped socket.
+//
+// States (the "state" event's detail.state): "connecting", "live", "reconnecting",
+// "resumed" (then live again), "ended" (session.ended or a deliberate end) and "failed"
+// (never started, or could not resume). Server events arrive as "server" events, audio as
+// "audio" events (detail: ArrayBuffer).
+
+export const RESUME_WINDOW_MS = 30000; // the gateway's default resume window
+
+// When to try again after a drop: quick first, then backing off, never past the window.
+// Pure, for tests: returns the delay in ms, or null when the window is over.
+export function reconnectDelay(attempt, elapsedMs, windowMs = RESUME_WINDOW_MS) {
+  const delay = Math.min(250 * 2 ** attempt, 4000);
+  return elapsedMs + delay < windowMs ? delay : null;
+}
+
+// The URL of the gateway's session socket for a page served by the gateway itself: wss://
+// behind a TLS-terminating proxy, ws:// on http://localhost.
+export function sessionUrl(location, token) {
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  const url = new URL(`${scheme}//${location.host}/v1/session`);
+  if (token) url.searchParams.set("token", token);
+  return url.toString();
+}
+
+export class GatewayConnection extends EventTarget {
+  constructor({ url, start, clock = () => performance.now() }) {
+    super();
+    this.url = url;
+    this.start = start; // the session.start event (without resume)
+    this.clock = clock;
+    this.socket = null;
+    this.session = null; // the last session.started
+    this.state = "idle";
+    this.dropAt = null;
+    this.attempt = 0;
+    this.outbox = []; // text events sent while reconnecting, flushed after resume
+    this.closing = false;
+    this.timer = null;
+  }
+
+  open() {
+    this.closing = false;
+    this.setState("connecting");
+    this.connect(this.start);
+  }
+
+  // Sends a client event; while reconnecting, events wait and go after the resume.
+  send(event) {
+    if (this.state === "live" && this.socket && this.socket.readyState === WebSocket.OPEN) {
+      this.socket.send(JSON.stringify(event));
+      return true;
+    }
+    if (this.state === "reconnecting") {
+      this.outbox.push(event);
+      return true;
+    }
+    return false;
+  }
+
+  // Microphone audio: live audio only; what is captured while the socket is down is dropped.
+  sendAudio(pcm) {
+    if (this.state !== "live" || !this.socket || this.socket.readyState !== WebSocket.OPEN) return false;
+    this.socket.send(pcm);
+    return true;
+  }
+
+  end(reason = "user") {
+    this.closing = true;
+    clearTimeout(this.timer);
+    if (this.socket && this.socket.readyState === WebSocket.OPEN && this.session) {
+      this.socket.send(JSON.stringify({ type: "session.end", reason }));
+    } else {
+      if (this.socket) this.socket.close(1000);
+      this.setState("ended", { reason: "client" });
+    }
+  }
+
+  setState(state, extra = {}) {
+    this.state = state;
+    this.dispatchEvent(new CustomEvent("state", { detail: { state, ...extra } }));
+  }
+
+  connect(startEvent) {
+    let socket;
+    try {
+      socket = new WebSocket(this.url);
+    } catch (error) {
+      this.setState("failed", { message: String(error.message || error) });
+      return;
+    }
+    socket.binaryType = "arraybuffer";
+    this.socket = socket;
+    let opened = false;
+    socket.onopen = () => {
+      opened = true;
+      socket.send(JSON.stringify(startEvent));
+    };
+    socket.onmessage = (message) => {
+      if (socket !== this.socket) return;
+      if (typeof message.data !== "string") {
+        this.dispatchEvent(new CustomEvent("audio", { detail: message.data }));
+        return;
+      }
+      let event;
+      try {
+        event = JSON.parse(message.data);
+      } catch {
+        return; // the gateway only sends JSON; nothing sensible to do with anything else
+      }
+      this.handle(event);
+    };
+    socket.onclose = (close) => {
+      if (socket !== this.socket) return;
+      this.socket = null;
+      this.closed(close, opened);
+    };
+  }
+
+  handle(event) {
+    if (event.type === "session.started") {
+      const resumed = Boolean(event.resumed);
+      this.session = event;
+      this.attempt = 0;
+      this.dropAt = null;
+      this.setState(resumed ? "resumed" : "live", { session: event });
+      this.state = "live";
+      const waiting = this.outbox.splice(0);
+      for (const queued of waiting) this.send(queued);
+    } else if (event.type === "session.updated" && this.session !== null) {
+      this.session = { ...this.session, mode: event.mode }; // a resume keeps the current mode
+    } else if (event.type === "session.ended") {
+      this.closing = true;
+      this.dispatchEvent(new CustomEvent("server", { detail: event }));
+      this.setState("ended", { reason: event.reason, detail: event.detail });
+      return;
+    } else if (event.type === "error" && event.code === "resume_failed") {
+      this.closing = true;
+      this.dispatchEvent(new CustomEvent("server", { detail: event }));
+      this.outbox = [];
+      this.setState("failed", { message: `could not resume the session: ${event.message}` });
+      return;
+    }
+    this.dispatchEvent(new CustomEvent("server", { detail: event }));
+  }
+
+  async closed(close, opened) {
+    if (this.closing || this.state === "ended" || this.state === "failed") {
+      if (this.state !== "ended" && this.state !== "failed") this.setState("ended", { reason: "client" });
+      return;
+    }
+    if (this.session === null) {
+      // Never started: a refused upgrade shows up as 1006 with no reason, so ask the server why.
+      const why = opened ? close.reason || `closed with ${close.code}` : await this.refusal();
+      this.setState("failed", { message: why });
+      return;
+    }
+    if (this.dropAt === null) this.dropAt = this.clock();
+    this.scheduleResume(close);
+  }
+
+  scheduleResume(close) {
+    const elapsed = this.clock() - this.dropAt;
+    const delay = reconnectDelay(this.attempt, elapsed);
+    if (delay === null) {
+      this.setState("failed", {
+        message: `the connection was lost (${close.code}) and could not be resumed within ${RESUME_WINDOW_MS / 1000} s`,
+      });
+      return;
+    }
+    this.attempt += 1;
+    this.setState("reconnecting", { attempt: this.attempt, code: close.code });
+    this.timer = setTimeout(() => {
+      if (this.closing) return;
+      const { session_id, resume_token } = this.session;
+      this.connect({ ...this.start, mode: this.session.mode, resume: { session_id, resume_token } });
+    }, delay);
+  }
+
+  // The gateway answers a plain GET of the socket's URL with the same admission check as the
+  // upgrade, so its JSON error says why the socket was refused (token, origin, rate limit).
+  async refusal() {
+    let response;
+    try {
+      response = await fetch(this.url.replace(/^ws/, "http"), { cache: "no-store" });
+    } catch {
+      return "could not reach the gateway";
+    }
+    try {
+      const body = await response.json();
+      if (body && body.error) return `${body.error.code}: ${body.error.message}`;
+    } catch {
+      // not the gateway's JSON error: the status is all there is to say
+    }
+    return `the gateway refused the connection (HTTP ${response.status})`;
+  }
+}

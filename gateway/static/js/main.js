@@ -1,0 +1,253 @@
+// The demo client's composition root: wires the socket, the audio and the view together.
+import { Microphone, Speaker } from "./audio.js";
+import { GatewayConnection, sessionUrl } from "./connection.js";
+import { ConfirmationDialog, ToolTimeline, Transcript, showBanner, showError, showStatus } from "./ui.js";
+
+const OUTPUT_RATE = 24000;
+const INPUT_RATE = 16000;
+const PLAYBACK_REPORT_MS = 250; // audio.playback at most 4 times a second per response
+
+const $ = (id) => document.getElementById(id);
+const query = new URLSearchParams(location.search);
+
+// Counters the end-to-end test reads (and anyone debugging audio).
+const stats = { framesSent: 0, playedSamples: 0, receivedSamples: 0, underruns: 0, resumes: 0 };
+
+let connection = null;
+let mode = "voice";
+let currentResponse = null; // the response whose audio is arriving
+const lastPlaybackReport = new Map(); // response_id → time of the last audio.playback sent
+const confirmations = new Map(); // confirmation_id → {call_id, tool}
+
+const transcript = new Transcript($("transcript"));
+const timeline = new ToolTimeline($("tools"));
+const dialog = new ConfirmationDialog({
+  onAnswer(event, decision, parameters) {
+    const answer = { type: "confirmation.respond", confirmation_id: event.confirmation_id, decision };
+    if (parameters !== undefined) answer.parameters = parameters;
+    send(answer);
+    const how = parameters !== undefined ? "approved with edited arguments" : `${decision}d`;
+    timeline.confirmation(event.call_id, event.tool, `you ${how}`);
+  },
+});
+
+const microphone = new Microphone({
+  onFrame(pcm) {
+    if (connection !== null && mode === "voice" && connection.sendAudio(pcm)) stats.framesSent += 1;
+  },
+  onLevel(dbfs) {
+    $("level").value = Math.max(-60, dbfs);
+  },
+});
+
+const speaker = new Speaker({
+  onPlayed(responseId, playedMs, final) {
+    stats.playedSamples = speaker.playedSamples;
+    stats.underruns = speaker.underruns;
+    const now = performance.now();
+    if (!final && now - (lastPlaybackReport.get(responseId) ?? -Infinity) < PLAYBACK_REPORT_MS) return;
+    if (final) lastPlaybackReport.delete(responseId);
+    else lastPlaybackReport.set(responseId, now);
+    send({ type: "audio.playback", response_id: responseId, played_ms: playedMs });
+  },
+});
+
+function send(event) {
+  return connection !== null && connection.send(event);
+}
+
+function setInputsEnabled(live) {
+  for (const id of ["text", "send", "cancel", "disconnect"]) $(id).disabled = !live;
+  $("connect").disabled = live;
+  $("token").disabled = live;
+}
+
+async function startMicrophone() {
+  try {
+    await microphone.start();
+    $("mic-state").textContent = "mic on";
+    return true;
+  } catch (error) {
+    showError(`microphone unavailable: ${error.message || error}`);
+    $("mic-state").textContent = "mic off";
+    return false;
+  }
+}
+
+async function stopMicrophone() {
+  await microphone.stop();
+  $("mic-state").textContent = "mic off";
+}
+
+async function connect() {
+  const token = $("token").value.trim();
+  mode = $("mode").value;
+  setInputsEnabled(true);
+  $("disconnect").disabled = true;
+  showBanner("");
+  // Both audio contexts start inside this click: browsers keep audio silent without a gesture.
+  await speaker.open(OUTPUT_RATE);
+  if (mode === "voice" && !(await startMicrophone())) {
+    mode = "text";
+    $("mode").value = "text";
+  }
+  const start = {
+    type: "session.start",
+    mode,
+    audio: { input_rate: INPUT_RATE, output_rate: OUTPUT_RATE },
+    metadata: { client: "browser-demo" },
+  };
+  if (query.get("provider")) start.provider = query.get("provider");
+  connection = new GatewayConnection({ url: sessionUrl(location, token), start });
+  connection.addEventListener("state", (event) => onState(event.detail));
+  connection.addEventListener("server", (event) => onServerEvent(event.detail));
+  connection.addEventListener("audio", (event) => {
+    if (currentResponse !== null) speaker.play(event.detail, currentResponse);
+    stats.receivedSamples = speaker.receivedSamples;
+  });
+  connection.open();
+}
+
+function onState(detail) {
+  document.body.dataset.state = detail.state;
+  switch (detail.state) {
+    case "connecting":
+      showStatus("connecting", "connecting…");
+      break;
+    case "live":
+      showStatus("live", `live · ${detail.session.mode}`);
+      $("session-id").textContent = detail.session.session_id;
+      $("disconnect").disabled = false;
+      break;
+    case "resumed":
+      stats.resumes += 1;
+      showStatus("live", `live · ${detail.session.mode}`);
+      showBanner("Connection restored: the session was resumed.", "good");
+      break;
+    case "reconnecting":
+      showStatus("reconnecting", `reconnecting (attempt ${detail.attempt})…`);
+      showBanner(`Connection lost (${detail.code}). Reconnecting to resume the session…`, "bad");
+      currentResponse = null;
+      speaker.clear(); // what was queued belongs to a reply the gateway will not finish here
+      break;
+    case "ended":
+      showStatus("ended", "session ended");
+      showBanner(`Session ended: ${detail.reason}${detail.detail ? ` (${detail.detail})` : ""}.`, "");
+      finish();
+      break;
+    case "failed":
+      showStatus("failed", "failed");
+      showBanner(detail.message, "bad");
+      finish();
+      break;
+  }
+}
+
+function finish() {
+  setInputsEnabled(false);
+  dialog.clear();
+  currentResponse = null;
+  stopMicrophone();
+}
+
+function onServerEvent(event) {
+  switch (event.type) {
+    case "session.started":
+      mode = event.mode;
+      $("mode").value = event.mode;
+      if (event.audio && event.audio.output_rate !== speaker.rate) speaker.open(event.audio.output_rate);
+      break;
+    case "session.updated":
+      mode = event.mode;
+      $("mode").value = event.mode;
+      showStatus("live", `live · ${event.mode}`);
+      break;
+    case "response.started":
+      currentResponse = event.response_id;
+      break;
+    case "text.delta":
+      transcript.assistantDelta(event.response_id, event.delta);
+      break;
+    case "transcript.delta":
+      if (event.role === "user") transcript.userDelta(event.delta);
+      else transcript.assistantDelta(event.response_id, event.delta);
+      break;
+    case "transcript.done":
+      if (event.role === "user") transcript.userDone(event.text);
+      break;
+    case "speech.started":
+      speaker.clear(); // barge-in: stop talking at once
+      currentResponse = null;
+      break;
+    case "response.done":
+      transcript.assistantDone(event.response_id, event.text, event.status);
+      speaker.end(event.response_id);
+      if (currentResponse === event.response_id) currentResponse = null;
+      break;
+    case "tool.started":
+      timeline.started(event);
+      break;
+    case "tool.finished":
+      timeline.finished(event);
+      break;
+    case "confirmation.requested":
+      confirmations.set(event.confirmation_id, { call_id: event.call_id, tool: event.tool });
+      timeline.confirmation(event.call_id, event.tool, `asks: ${event.prompt}`);
+      dialog.request(event);
+      break;
+    case "confirmation.resolved": {
+      const known = confirmations.get(event.confirmation_id);
+      confirmations.delete(event.confirmation_id);
+      dialog.resolved(event.confirmation_id);
+      if (known) timeline.confirmation(known.call_id, known.tool, `confirmation ${event.decision}`);
+      break;
+    }
+    case "error":
+      showError(`${event.code}: ${event.message}${event.fatal ? " (the session ends)" : ""}`);
+      break;
+    case "session.ended":
+      break; // the "ended" state says it
+    default:
+      break; // newer events this page does not know yet
+  }
+}
+
+$("connect-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  connect().catch((error) => {
+    showBanner(`could not start: ${error.message || error}`, "bad");
+    setInputsEnabled(false);
+  });
+});
+
+$("disconnect").addEventListener("click", () => connection && connection.end("user"));
+
+$("text-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const text = $("text").value.trim();
+  if (!text || !send({ type: "text.send", text })) return;
+  transcript.typed(text);
+  $("text").value = "";
+});
+
+$("cancel").addEventListener("click", () => {
+  speaker.clear();
+  send({ type: "response.cancel" });
+});
+
+// The mode switch: before connecting it picks the start mode; during a session it asks the
+// gateway to switch (session.update), and the microphone follows the mode.
+$("mode").addEventListener("change", async () => {
+  const wanted = $("mode").value;
+  if (connection === null || connection.state !== "live") return;
+  if (wanted === "voice" && !microphone.running && !(await startMicrophone())) {
+    $("mode").value = mode;
+    return;
+  }
+  if (wanted === "text") await stopMicrophone();
+  send({ type: "session.update", mode: wanted });
+});
+
+$("token").value = query.get("token") || "";
+window.demo = { stats, get connection() { return connection; } };
+document.body.dataset.ready = "true";
