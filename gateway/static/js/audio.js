@@ -116,6 +116,11 @@ export class Speaker {
     if (this.node !== null) this.node.port.postMessage({ type: "end", responseId });
   }
 
+  // A cancelled reply: drop what is left of it (and stop it if it is playing).
+  drop(responseId) {
+    if (this.node !== null) this.node.port.postMessage({ type: "drop", responseId });
+  }
+
   // Barge-in: silence now, drop everything queued.
   clear() {
     if (this.node !== null) this.node.port.postMessage({ type: "clear" });

@@ -3,9 +3,11 @@
 // States (the "state" event's detail.state): "connecting", "live", "reconnecting",
 // "resumed" (then live again), "ended" (session.ended or a deliberate end) and "failed"
 // (never started, or could not resume). Server events arrive as "server" events, audio as
-// "audio" events (detail: ArrayBuffer).
+// "audio" events (detail: ArrayBuffer). Events queued while reconnecting come back in a
+// "flushed" event once sent after the resume, or in an "unsent" event if they never will be.
 
 export const RESUME_WINDOW_MS = 30000; // the gateway's default resume window
+const MAX_BUFFERED_AUDIO_BYTES = 64 * 1024; // ≈ 2 s of 16 kHz PCM16 not yet on the wire
 
 // When to try again after a drop: quick first, then backing off, never past the window.
 // Pure, for tests: returns the delay in ms, or null when the window is over.
@@ -45,23 +47,27 @@ export class GatewayConnection extends EventTarget {
     this.connect(this.start);
   }
 
-  // Sends a client event; while reconnecting, events wait and go after the resume.
+  // Sends a client event: "sent", "queued" (while reconnecting: it goes after the resume, or
+  // comes back in an "unsent" event if the session cannot be resumed), or null (not connected).
   send(event) {
     if (this.state === "live" && this.socket && this.socket.readyState === WebSocket.OPEN) {
       this.socket.send(JSON.stringify(event));
-      return true;
+      return "sent";
     }
     if (this.state === "reconnecting") {
       this.outbox.push(event);
-      return true;
+      return "queued";
     }
-    return false;
+    return null;
   }
 
-  // Microphone audio: live audio only; what is captured while the socket is down is dropped.
+  // Microphone audio: live audio only. What is captured while the socket is down, or while a
+  // stalled link has not taken the last seconds yet, is dropped: late speech is worse than none.
   sendAudio(pcm) {
-    if (this.state !== "live" || !this.socket || this.socket.readyState !== WebSocket.OPEN) return false;
-    this.socket.send(pcm);
+    const socket = this.socket;
+    if (this.state !== "live" || !socket || socket.readyState !== WebSocket.OPEN) return false;
+    if (socket.bufferedAmount > MAX_BUFFERED_AUDIO_BYTES) return false;
+    socket.send(pcm);
     return true;
   }
 
@@ -78,7 +84,19 @@ export class GatewayConnection extends EventTarget {
 
   setState(state, extra = {}) {
     this.state = state;
+    if (state === "failed" || state === "ended") {
+      clearTimeout(this.timer);
+      const unsent = this.outbox.splice(0);
+      if (unsent.length) this.dispatchEvent(new CustomEvent("unsent", { detail: unsent }));
+    }
     this.dispatchEvent(new CustomEvent("state", { detail: { state, ...extra } }));
+  }
+
+  // Gives up this socket (the server is told nothing more).
+  drop() {
+    const socket = this.socket;
+    this.socket = null;
+    if (socket && socket.readyState <= WebSocket.OPEN) socket.close(1000);
   }
 
   connect(startEvent) {
@@ -127,6 +145,7 @@ export class GatewayConnection extends EventTarget {
       this.state = "live";
       const waiting = this.outbox.splice(0);
       for (const queued of waiting) this.send(queued);
+      if (waiting.length) this.dispatchEvent(new CustomEvent("flushed", { detail: waiting }));
     } else if (event.type === "session.updated" && this.session !== null) {
       this.session = { ...this.session, mode: event.mode }; // a resume keeps the current mode
     } else if (event.type === "session.ended") {
@@ -137,8 +156,24 @@ export class GatewayConnection extends EventTarget {
     } else if (event.type === "error" && event.code === "resume_failed") {
       this.closing = true;
       this.dispatchEvent(new CustomEvent("server", { detail: event }));
-      this.outbox = [];
+      this.drop();
       this.setState("failed", { message: `could not resume the session: ${event.message}` });
+      return;
+    } else if (event.type === "error" && this.state === "connecting") {
+      // session.start itself was refused (a mode the provider cannot run, say): the gateway
+      // keeps the socket for another try, but this page's start is fixed, so give up now.
+      this.closing = true;
+      this.dispatchEvent(new CustomEvent("server", { detail: event }));
+      this.drop();
+      this.setState("failed", { message: `the gateway refused the session: ${event.code}: ${event.message}` });
+      return;
+    } else if (event.type === "error" && this.state === "reconnecting") {
+      // A resume attempt refused for another reason (rate_limited…): this try is over.
+      this.dispatchEvent(new CustomEvent("server", { detail: event }));
+      const socket = this.socket;
+      this.socket = null;
+      if (socket) socket.close(1000);
+      this.scheduleResume({ code: 1000 });
       return;
     }
     this.dispatchEvent(new CustomEvent("server", { detail: event }));

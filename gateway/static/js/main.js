@@ -16,8 +16,15 @@ const stats = { framesSent: 0, playedSamples: 0, receivedSamples: 0, underruns: 
 let connection = null;
 let mode = "voice";
 let currentResponse = null; // the response whose audio is arriving
+// Per session (ids restart with each new session): cleared by newSession().
 const lastPlaybackReport = new Map(); // response_id → time of the last audio.playback sent
 const confirmations = new Map(); // confirmation_id → {call_id, tool}
+const withAudio = new Set(); // response ids whose audio went to the speaker
+// Events this page sent with an event_id, and what to do if the gateway refuses one.
+const MAX_WATCHED = 100;
+const watched = new Map(); // event_id → onRefused(error)
+const queuedBubbles = new Map(); // event_id → the bubble of a message typed while reconnecting
+let eventCounter = 0;
 
 const transcript = new Transcript($("transcript"));
 const timeline = new ToolTimeline($("tools"));
@@ -25,9 +32,17 @@ const dialog = new ConfirmationDialog({
   onAnswer(event, decision, parameters) {
     const answer = { type: "confirmation.respond", confirmation_id: event.confirmation_id, decision };
     if (parameters !== undefined) answer.parameters = parameters;
-    send(answer);
     const how = parameters !== undefined ? "approved with edited arguments" : `${decision}d`;
-    timeline.confirmation(event.call_id, event.tool, `you ${how}`);
+    const { outcome } = sendWatched(answer, (error) => {
+      timeline.confirmation(event.call_id, event.tool, `refused: ${error.code}: ${error.message}`);
+      dialog.refused(event.confirmation_id, `The gateway refused that: ${error.message}`);
+    });
+    if (outcome === null) dialog.refused(event.confirmation_id, "Not connected.");
+    else timeline.confirmation(event.call_id, event.tool, `you ${how}`);
+  },
+  onExpired(event) {
+    confirmations.delete(event.confirmation_id);
+    timeline.settled(event.call_id, event.tool, "expired");
   },
 });
 
@@ -53,7 +68,40 @@ const speaker = new Speaker({
 });
 
 function send(event) {
-  return connection !== null && connection.send(event);
+  return connection === null ? null : connection.send(event);
+}
+
+// Sends an event with an event_id; `onRefused(error)` runs if the gateway answers it with an
+// error (sections 3 and 6: the error echoes the event_id), or if it could never be sent.
+// Returns {outcome: "sent" | "queued" | null, eventId}.
+function sendWatched(event, onRefused) {
+  const eventId = `page_${++eventCounter}`;
+  const outcome = send({ ...event, event_id: eventId });
+  if (outcome !== null) {
+    watched.set(eventId, onRefused);
+    if (watched.size > MAX_WATCHED) watched.delete(watched.keys().next().value);
+  }
+  return { outcome, eventId };
+}
+
+function refused(error) {
+  const onRefused = watched.get(error.event_id);
+  watched.delete(error.event_id);
+  if (onRefused) onRefused(error);
+}
+
+// A fresh session (not a resume): its ids may repeat the last session's, so forget those.
+function newSession(started) {
+  transcript.reset(`session ${started.session_id}`);
+  timeline.reset();
+  dialog.clear();
+  confirmations.clear();
+  lastPlaybackReport.clear();
+  withAudio.clear();
+  watched.clear();
+  queuedBubbles.clear();
+  currentResponse = null;
+  speaker.clear();
 }
 
 function setInputsEnabled(live) {
@@ -102,8 +150,23 @@ async function connect() {
   connection.addEventListener("state", (event) => onState(event.detail));
   connection.addEventListener("server", (event) => onServerEvent(event.detail));
   connection.addEventListener("audio", (event) => {
-    if (currentResponse !== null) speaker.play(event.detail, currentResponse);
+    if (currentResponse === null) return;
+    withAudio.add(currentResponse);
+    speaker.play(event.detail, currentResponse);
     stats.receivedSamples = speaker.receivedSamples;
+  });
+  connection.addEventListener("flushed", (event) => {
+    for (const sent of event.detail) {
+      const bubble = queuedBubbles.get(sent.event_id);
+      queuedBubbles.delete(sent.event_id);
+      if (bubble) transcript.settle(bubble, "sent");
+    }
+  });
+  connection.addEventListener("unsent", (event) => {
+    for (const unsent of event.detail) {
+      queuedBubbles.delete(unsent.event_id);
+      refused({ event_id: unsent.event_id, code: "not_sent", message: "the connection was lost" });
+    }
   });
   connection.open();
 }
@@ -125,10 +188,9 @@ function onState(detail) {
       showBanner("Connection restored: the session was resumed.", "good");
       break;
     case "reconnecting":
+      // What is queued still plays, and a reply in progress goes on after the resume.
       showStatus("reconnecting", `reconnecting (attempt ${detail.attempt})…`);
       showBanner(`Connection lost (${detail.code}). Reconnecting to resume the session…`, "bad");
-      currentResponse = null;
-      speaker.clear(); // what was queued belongs to a reply the gateway will not finish here
       break;
     case "ended":
       showStatus("ended", "session ended");
@@ -153,6 +215,7 @@ function finish() {
 function onServerEvent(event) {
   switch (event.type) {
     case "session.started":
+      if (!event.resumed) newSession(event);
       mode = event.mode;
       $("mode").value = event.mode;
       if (event.audio && event.audio.output_rate !== speaker.rate) speaker.open(event.audio.output_rate);
@@ -181,7 +244,11 @@ function onServerEvent(event) {
       break;
     case "response.done":
       transcript.assistantDone(event.response_id, event.text, event.status);
-      speaker.end(event.response_id);
+      if (withAudio.delete(event.response_id)) {
+        // A completed reply plays to its end; a cancelled or cut one stops now.
+        if (event.status === "completed") speaker.end(event.response_id);
+        else speaker.drop(event.response_id);
+      }
       if (currentResponse === event.response_id) currentResponse = null;
       break;
     case "tool.started":
@@ -199,11 +266,12 @@ function onServerEvent(event) {
       const known = confirmations.get(event.confirmation_id);
       confirmations.delete(event.confirmation_id);
       dialog.resolved(event.confirmation_id);
-      if (known) timeline.confirmation(known.call_id, known.tool, `confirmation ${event.decision}`);
+      if (known) timeline.settled(known.call_id, known.tool, event.decision);
       break;
     }
     case "error":
       showError(`${event.code}: ${event.message}${event.fatal ? " (the session ends)" : ""}`);
+      if (event.event_id) refused(event);
       break;
     case "session.ended":
       break; // the "ended" state says it
@@ -220,14 +288,26 @@ $("connect-form").addEventListener("submit", (event) => {
   });
 });
 
-$("disconnect").addEventListener("click", () => connection && connection.end("user"));
+$("disconnect").addEventListener("click", () => {
+  speaker.clear(); // the user ended it: stop talking now
+  if (connection) connection.end("user");
+});
 
 $("text-form").addEventListener("submit", (event) => {
   event.preventDefault();
-  const text = $("text").value.trim();
-  if (!text || !send({ type: "text.send", text })) return;
-  transcript.typed(text);
-  $("text").value = "";
+  const box = $("text");
+  const text = box.value.trim();
+  if (!text) return;
+  let bubble = null;
+  const { outcome, eventId } = sendWatched({ type: "text.send", text }, (error) => {
+    // Refused or never sent: say so, and give the text back if the box is free.
+    if (bubble !== null) transcript.settle(bubble, `${error.code}: ${error.message}`);
+    if (!box.value) box.value = text;
+  });
+  if (outcome === null) return;
+  bubble = transcript.typed(text, outcome);
+  if (outcome === "queued") queuedBubbles.set(eventId, bubble);
+  box.value = "";
 });
 
 $("cancel").addEventListener("click", () => {
@@ -245,7 +325,12 @@ $("mode").addEventListener("change", async () => {
     return;
   }
   if (wanted === "text") await stopMicrophone();
-  send({ type: "session.update", mode: wanted });
+  const { outcome } = sendWatched({ type: "session.update", mode: wanted }, () => {
+    // Refused (the provider cannot run that mode): back to what the session really is.
+    $("mode").value = mode;
+    if (mode === "text") stopMicrophone();
+  });
+  if (outcome === null) $("mode").value = mode;
 });
 
 $("token").value = query.get("token") || "";

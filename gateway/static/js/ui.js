@@ -37,8 +37,25 @@ export class Transcript {
     return this.follow(() => this.list.appendChild(item));
   }
 
-  typed(text) {
-    this.bubble("user", text, "typed");
+  // A new session: keep what is shown, forget the ids (the next session may reuse them).
+  reset(label) {
+    this.assistant.clear();
+    this.userPartial = null;
+    if (this.list.children.length) this.follow(() => this.list.appendChild(element("li", "divider", label)));
+  }
+
+  // A typed message: "sent", or "queued" while the socket is being restored.
+  typed(text, state) {
+    const item = this.bubble("user", text, state === "queued" ? "waiting for the connection" : "typed");
+    item.dataset.status = state;
+    return item;
+  }
+
+  // What became of a typed message: "sent" once a queued one went out, else why it did not.
+  settle(item, outcome) {
+    item.dataset.status = outcome === "sent" ? "sent" : "unsent";
+    const note = item.querySelector(".note");
+    note.textContent = outcome === "sent" ? "typed" : `not sent: ${outcome}`;
   }
 
   userDelta(delta) {
@@ -48,10 +65,12 @@ export class Transcript {
 
   userDone(text) {
     const item = this.userPartial ?? this.bubble("user", "");
-    item.className = "user";
-    item.textContent = text;
-    item.append(element("span", "note", "spoken"));
     this.userPartial = null;
+    this.follow(() => {
+      item.className = "user";
+      item.textContent = text;
+      item.append(element("span", "note", "spoken"));
+    });
   }
 
   assistantDelta(responseId, delta) {
@@ -108,6 +127,26 @@ export class ToolTimeline {
     call.lines.append(element("div", "", text));
   }
 
+  reset() {
+    this.calls.clear(); // call ids restart with a new session
+  }
+
+  setState(call, state, label, className) {
+    call.state.textContent = label;
+    call.state.className = className;
+    call.item.dataset.state = state;
+  }
+
+  // A confirmation closed: rejected or expired calls never run; an approved one is "approved"
+  // until its tool.finished (which usually came first) says how it went.
+  settled(callId, name, decision) {
+    const call = this.entry(callId, name);
+    this.line(call, `confirmation ${decision}`);
+    if (call.item.dataset.state !== "confirmation") return;
+    if (decision === "approved") this.setState(call, "approved", "approved", "running");
+    else this.setState(call, decision, decision, "failed");
+  }
+
   started(event) {
     const call = this.entry(event.call_id, event.name);
     this.line(call, `arguments ${compact(event.arguments)}`);
@@ -117,9 +156,9 @@ export class ToolTimeline {
     const call = this.entry(event.call_id, event.name);
     const needsConfirmation = !event.ok && event.error && event.error.type === "CONFIRMATION_REQUIRED";
     const label = event.ok ? "ok" : needsConfirmation ? "awaiting confirmation" : "failed";
-    call.state.textContent = `${label} · ${event.duration_ms} ms`;
-    call.state.className = event.ok ? "ok" : needsConfirmation ? "running" : "failed";
-    call.item.dataset.state = event.ok ? "ok" : needsConfirmation ? "confirmation" : "failed";
+    const state = event.ok ? "ok" : needsConfirmation ? "confirmation" : "failed";
+    const className = event.ok ? "ok" : needsConfirmation ? "running" : "failed";
+    this.setState(call, state, `${label} · ${event.duration_ms} ms`, className);
     if (event.ok) this.line(call, `result ${compact(event.data)}`);
     else if (event.error) this.line(call, `${event.error.type}: ${event.error.message}`);
     if (event.intents && event.intents.length) this.line(call, `intents ${event.intents.join(", ")}`);
@@ -131,19 +170,30 @@ export class ToolTimeline {
 }
 
 export class ConfirmationDialog {
-  constructor({ onAnswer }) {
+  // onAnswer(event, decision, parameters) sends the answer; the dialog then waits for
+  // confirmation.resolved (closes it) or refused() (the gateway said no: fix and answer again).
+  // onExpired(event) runs when a shown confirmation passes its expires_at unanswered.
+  constructor({ onAnswer, onExpired }) {
     this.dialog = $("confirm");
     this.params = $("confirm-params");
     this.problem = $("confirm-problem");
+    this.approveButton = $("approve");
     this.editedButton = $("approve-edited");
+    this.undoButton = $("undo-edits");
     this.onAnswer = onAnswer;
+    this.onExpired = onExpired;
     this.queue = []; // confirmation.requested events, oldest first
     this.shown = null;
-    $("approve").addEventListener("click", () => this.answer("approve"));
+    this.waiting = false;
+    this.expiry = null;
+    this.approveButton.addEventListener("click", () => this.answer("approve"));
     $("reject").addEventListener("click", () => this.answer("reject"));
     this.editedButton.addEventListener("click", () => this.answer("approve", this.edited()));
-    this.params.addEventListener("input", () => this.checkEdits());
-    this.dialog.addEventListener("cancel", (event) => event.preventDefault()); // answer, don't dismiss
+    this.undoButton.addEventListener("click", () => {
+      this.params.value = this.original;
+      this.update();
+    });
+    this.params.addEventListener("input", () => this.update());
   }
 
   request(event) {
@@ -155,15 +205,25 @@ export class ConfirmationDialog {
   resolved(confirmationId) {
     this.queue = this.queue.filter((event) => event.confirmation_id !== confirmationId);
     if (this.shown && this.shown.confirmation_id === confirmationId) {
+      clearTimeout(this.expiry);
       this.shown = null;
       this.dialog.close();
       this.showNext();
     }
   }
 
+  // The gateway refused the answer (edited arguments that fail validation…): still pending.
+  refused(confirmationId, message) {
+    if (!this.shown || this.shown.confirmation_id !== confirmationId) return;
+    this.waiting = false;
+    this.update(message);
+  }
+
   clear() {
+    clearTimeout(this.expiry);
     this.queue = [];
     this.shown = null;
+    this.waiting = false;
     if (this.dialog.open) this.dialog.close();
   }
 
@@ -171,14 +231,26 @@ export class ConfirmationDialog {
     const event = this.queue.shift();
     if (!event) return;
     this.shown = event;
+    this.waiting = false;
     $("confirm-tool").textContent = event.tool;
     $("confirm-prompt").textContent = event.prompt;
     $("confirm-sensitivity").textContent = `${event.sensitivity} sensitivity`;
-    $("confirm-expires").textContent = new Date(event.expires_at).toLocaleTimeString();
+    const expiresAt = new Date(event.expires_at);
+    $("confirm-expires").textContent = expiresAt.toLocaleTimeString();
     this.original = JSON.stringify(event.parameters, null, 2);
     this.params.value = this.original;
-    this.checkEdits();
-    this.dialog.showModal();
+    this.update();
+    // Not modal: the user may still type "yes" (or say it) instead of clicking.
+    this.dialog.show();
+    // A fallback for when the gateway cannot tell us (the socket is down at that moment).
+    const remaining = expiresAt.getTime() - Date.now();
+    if (Number.isFinite(remaining)) {
+      this.expiry = setTimeout(() => {
+        if (this.shown !== event) return;
+        this.onExpired(event);
+        this.resolved(event.confirmation_id);
+      }, Math.max(0, remaining) + 1000);
+    }
   }
 
   edited() {
@@ -190,19 +262,27 @@ export class ConfirmationDialog {
     }
   }
 
-  checkEdits() {
+  // Buttons follow the text: the plain Approve is for the arguments as asked; once they are
+  // edited, only "Approve with these arguments" (valid JSON object) or Undo.
+  update(refusal) {
     const changed = this.params.value !== this.original;
-    const value = changed ? this.edited() : null;
-    this.problem.hidden = !changed || value !== null;
-    this.problem.textContent = "The arguments must be a JSON object.";
-    this.editedButton.disabled = !changed || value === null;
+    const valid = !changed || this.edited() !== null;
+    const problem = refusal || (valid ? "" : "The arguments must be a JSON object.");
+    this.problem.hidden = !problem;
+    this.problem.textContent = problem;
+    this.approveButton.disabled = this.waiting || changed;
+    this.editedButton.disabled = this.waiting || !changed || !valid;
+    this.undoButton.disabled = this.waiting || !changed;
+    $("reject").disabled = this.waiting;
+    this.params.readOnly = this.waiting;
   }
 
   answer(decision, parameters) {
     const event = this.shown;
-    if (!event || parameters === null) return; // null: edited arguments that are not an object
+    if (!event || this.waiting || parameters === null) return; // null: not a JSON object
+    this.waiting = true;
+    this.update();
     this.onAnswer(event, decision, parameters);
-    this.resolved(event.confirmation_id);
   }
 }
 

@@ -1,7 +1,8 @@
 // AudioWorklet: the assistant's speech, played gap-free from a queue of PCM16 chunks.
 //
 // The page posts {type:"chunk", pcm: ArrayBuffer, responseId} as audio arrives, {type:"end",
-// responseId} when a response's audio is complete, and {type:"clear"} on barge-in. A response
+// responseId} when a response's audio is complete, {type:"drop", responseId} when a response
+// was cancelled, and {type:"clear"} on barge-in. A response
 // starts playing once `prebuffer` samples are queued (or its audio is complete), so network
 // jitter does not cut it into pieces; an underrun mid-response is counted and buffers again.
 // The processor reports what was really played: {type:"played", responseId, samples, total}
@@ -32,12 +33,28 @@ class PlaybackProcessor extends AudioWorkletProcessor {
     } else if (data.type === "end") {
       this.ended.add(data.responseId);
     } else if (data.type === "clear") {
+      // A reply still prebuffering was not heard at all: say so (0 samples) for its truncation.
+      if (this.current === null && this.queue.length > 0) this.start(this.queue[0].responseId);
       this.queue = [];
       this.queued = 0;
       this.playing = false;
       this.ended.clear();
       this.finishCurrent("cleared");
+    } else if (data.type === "drop") {
+      // One reply was cancelled: drop its audio only (the next reply's may already be queued).
+      const dropped = this.queue.filter((chunk) => chunk.responseId === data.responseId);
+      for (const chunk of dropped) this.queued -= chunk.samples.length - chunk.offset;
+      this.queue = this.queue.filter((chunk) => chunk.responseId !== data.responseId);
+      this.ended.delete(data.responseId);
+      if (this.current !== null && this.current.responseId === data.responseId) {
+        this.finishCurrent("cleared");
+        this.playing = false;
+      }
     }
+  }
+
+  start(responseId) {
+    this.current = { responseId, samples: 0, sinceReport: 0 };
   }
 
   report(reason) {
@@ -72,7 +89,7 @@ class PlaybackProcessor extends AudioWorkletProcessor {
       if (this.current === null || this.current.responseId !== chunk.responseId) {
         if (this.current !== null) this.ended.delete(this.current.responseId);
         this.finishCurrent("done");
-        this.current = { responseId: chunk.responseId, samples: 0, sinceReport: 0 };
+        this.start(chunk.responseId);
       }
       const n = Math.min(out.length - written, chunk.samples.length - chunk.offset);
       for (let i = 0; i < n; i++) out[written + i] = chunk.samples[chunk.offset + i] / 0x8000;
