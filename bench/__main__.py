@@ -1,15 +1,29 @@
-"""``python -m bench SUBCOMMAND``: see ``scripts/bench --help``."""
+"""``python -m bench SUBCOMMAND``: see ``scripts/bench --help``.
+
+- ``registry``, ``gateway``: the tool registry and the gateway's own micro-benchmarks;
+- ``relay``: latency added and CPU per frame pair, every target (``bench.suite_relay``);
+  ``--provider gemini`` runs the older direct-vs-gateway bench on the Gemini fake;
+- ``capacity``: the session ramp, knee, setup time, memory (``bench.suite_capacity``);
+- ``dispatch``: tool dispatch overhead (``bench.dispatch_bench``);
+- ``all``: relay, capacity, dispatch, then the plots in ``docs/bench/`` (``bench.suite_all``).
+
+``--quick`` shrinks every plan to a smoke run (1 rep, 3 s, 10 sessions).
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
-from bench import gateway_bench, registry_bench, relay_bench
+from bench import gateway_bench, registry_bench
+
+ROOT = Path(__file__).resolve().parent.parent
+SUBCOMMANDS = ["registry", "gateway", "relay", "capacity", "dispatch", "all"]
 
 
-def _session_counts(text: str) -> list[int]:
+def _counts(text: str) -> list[int]:
     try:
         counts = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
@@ -19,36 +33,82 @@ def _session_counts(text: str) -> list[int]:
     return counts
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="scripts/bench")
-    parser.add_argument("target", choices=["registry", "gateway", "relay"], help="what to measure")
+def _targets(text: str) -> tuple[str, ...]:
+    from bench.suite_targets import ALL_TARGETS
+
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [name for name in names if name not in ALL_TARGETS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown target(s) {unknown}; known: {ALL_TARGETS}")
+    # direct is the reference of every "added" figure: always measured, first
+    return tuple(dict.fromkeys(["direct", *names]))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="scripts/bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("target", choices=SUBCOMMANDS, help="what to measure")
     parser.add_argument("--out", type=Path, default=Path("build/bench"))
+    parser.add_argument("--docs", type=Path, default=Path("docs/bench"), help="all: plots")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 1 rep, 3 s, 10 sessions")
     parser.add_argument(
         "--registry", type=Path, default=Path("build/tool_registry.json"), help="for gateway"
     )
-    relay = parser.add_argument_group("relay")
-    relay.add_argument("--sessions", type=_session_counts, default=[1, 50], help="e.g. 1,50")
-    relay.add_argument("--fps", type=float, default=50.0, help="frames per second per session")
-    relay.add_argument("--seconds", type=float, default=10.0, help="measured, after warm-up")
-    relay.add_argument("--reps", type=int, default=3, help="repetitions, interleaved")
-    relay.add_argument(
-        "--provider",
-        choices=["openai", "gemini"],
-        default="openai",
-        help="whose fake (echo) is behind the gateway and the direct target",
-    )
+    suite = parser.add_argument_group("relay and capacity")
+    suite.add_argument("--targets", type=_targets, help="comma-separated; default: all")
+    suite.add_argument("--reps", type=int, help="relay: repetitions (default 3)")
+    suite.add_argument("--levels", type=_counts, help="capacity: ramp, e.g. 25,50,100")
+    gemini = parser.add_argument_group("relay --provider gemini (the older bench)")
+    gemini.add_argument("--provider", choices=["openai", "gemini"], default="openai")
+    gemini.add_argument("--sessions", type=_counts, default=[1, 50], help="e.g. 1,50")
+    gemini.add_argument("--fps", type=float, default=50.0)
+    gemini.add_argument("--seconds", type=float, default=10.0)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
+    if args.reps is not None and args.reps < 1:
+        parser.error("--reps must be ≥ 1")
     if args.target == "registry":
         return registry_bench.main(args.out)
     if args.target == "gateway":
         return gateway_bench.main(args.registry, args.out)
-    if args.target == "relay":
-        if args.reps < 1 or args.seconds <= 0 or args.fps <= 0:
-            parser.error("relay needs --reps ≥ 1, --seconds > 0 and --fps > 0")
+    if args.target == "relay" and args.provider == "gemini":
+        from bench import relay_bench
+
         return relay_bench.main(
-            args.sessions, args.fps, args.seconds, args.reps, args.out, args.provider
+            args.sessions, args.fps, args.seconds, args.reps or 3, args.out, "gemini"
         )
-    return 2
+    if args.target == "relay":
+        from bench import suite_relay
+
+        plan = suite_relay.RelayPlan.quick() if args.quick else suite_relay.RelayPlan()
+        if args.targets:
+            plan = dataclasses.replace(plan, targets=args.targets)
+        if args.reps:
+            plan = dataclasses.replace(plan, reps=args.reps)
+        return suite_relay.main(ROOT, args.out, plan)
+    if args.target == "capacity":
+        from bench import suite_capacity
+
+        cplan = suite_capacity.CapacityPlan.quick() if args.quick else suite_capacity.CapacityPlan()
+        if args.targets:
+            cplan = dataclasses.replace(cplan, targets=args.targets)
+        if args.levels:
+            cplan = dataclasses.replace(cplan, levels=tuple(args.levels))
+        return suite_capacity.main(ROOT, args.out, cplan)
+    if args.target == "dispatch":
+        from bench import dispatch_bench
+
+        return dispatch_bench.main(args.out, quick=args.quick)
+    from bench import suite_all
+
+    return suite_all.main(ROOT, args.out, args.docs, quick=args.quick)
 
 
 if __name__ == "__main__":

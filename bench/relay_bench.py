@@ -1,4 +1,7 @@
-"""``scripts/bench relay``: the latency and CPU the gateway adds per audio frame pair.
+"""``scripts/bench relay --provider gemini``: the latency and CPU the gateway adds per frame pair.
+
+The older, two-target bench with a Python load generator; ``scripts/bench relay`` on OpenAI is
+``bench.suite_relay`` (every peer, the Go load generator, which speaks no Gemini Live).
 
 One fake upstream of the chosen provider in echo mode (a subprocess: the OpenAI Realtime fake,
 or the Gemini Live fake over TLS) answers every audio message with the same audio. Two targets

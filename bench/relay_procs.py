@@ -42,6 +42,8 @@ __all__ = [
     "start_gateway",
     "start_gemini_fake",
     "take_snapshot",
+    "wait_for_log_line",
+    "wait_until_ready",
 ]
 
 CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
@@ -111,7 +113,7 @@ class ChildProcess:
             self._process.wait(timeout=timeout_s)
 
 
-def _wait_for_log_line(child: ChildProcess, needle: str, timeout_s: float) -> str:
+def wait_for_log_line(child: ChildProcess, needle: str, timeout_s: float) -> str:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         child.ensure_alive()
@@ -130,7 +132,7 @@ def start_fake_upstream(log_dir: Path, timeout_s: float = 20.0) -> tuple[ChildPr
         "fake upstream", [*argv, "--echo", "--no-log"], os.environ, log_dir / "fake.log"
     )
     try:
-        line = _wait_for_log_line(child, "listening ws://", timeout_s)
+        line = wait_for_log_line(child, "listening ws://", timeout_s)
     except BaseException:
         child.stop()
         raise
@@ -147,7 +149,7 @@ def start_gemini_fake(
     argv += ["--cert-dir", str(cert_dir), "--echo", "--no-log"]
     child = ChildProcess("gemini fake", argv, os.environ, log_dir / "fake.log")
     try:
-        line = _wait_for_log_line(child, "listening https://", timeout_s)
+        line = wait_for_log_line(child, "listening https://", timeout_s)
         ca_file = cert_dir / "cert.pem"
         if not ca_file.is_file():
             raise RuntimeError(f"the gemini fake wrote no {ca_file}")
@@ -190,20 +192,22 @@ def start_gateway(
         "GATEWAY_HOST": "127.0.0.1",
         "GATEWAY_PORT": str(port),
         "GATEWAY_LOG_LEVEL": "warning",
+        # lifted so that the bench can open hundreds of sessions from one address
         "GATEWAY_CONNECTIONS_PER_MINUTE": "100000",
+        "GATEWAY_MAX_SESSIONS": "100000",
         "GATEWAY_DATA_DIR": str(data_dir),
     }
     argv = [sys.executable, "-m", "gateway", "serve"]
     child = ChildProcess("gateway", argv, env, log_dir / "gateway.log")
     try:
-        _wait_until_ready(child, f"http://127.0.0.1:{port}/readyz", timeout_s)
+        wait_until_ready(child, f"http://127.0.0.1:{port}/readyz", timeout_s)
     except BaseException:
         child.stop()
         raise
     return child, f"http://127.0.0.1:{port}"
 
 
-def _wait_until_ready(child: ChildProcess, url: str, timeout_s: float) -> None:
+def wait_until_ready(child: ChildProcess, url: str, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         child.ensure_alive()

@@ -11,7 +11,9 @@ frames to the session, and carries out the actions it returns. Per connection th
 - timers: ``session.created`` (after ``created_delay_s``) and the session expiry.
 
 Every frame in both directions is logged (``FakeConnection.log``, unless ``log_frames=False``)
-and ``wait_for`` wakes on it, so tests wait for events instead of sleeping.
+and ``wait_for`` wakes on it, so tests wait for events instead of sleeping. In dispatch mode
+(``fake_dispatch``) the connections stamp each tool call they emit and its output's arrival in
+the server's ``dispatch_log``.
 
 Run it alone with ``python -m transports.openai_realtime.fake_server --port P``.
 """
@@ -25,14 +27,25 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import orjson
 from aiohttp import WSMsgType, web
 
 from transports.fake_shell import ConnectionShell, ServerShell, serve_until_signalled
+from transports.openai_realtime.fake_dispatch import DispatchLog
 from transports.openai_realtime.fake_session import FakeOptions, FakeSession
-from transports.openai_realtime.fake_wire import Action, Begin, Close, Event, Halt, Send, Step
+from transports.openai_realtime.fake_wire import (
+    Action,
+    Begin,
+    Close,
+    Event,
+    Halt,
+    Send,
+    Stamp,
+    Step,
+)
 
 __all__ = ["FakeConnection", "FakeOptions", "FakeRealtimeServer", "main"]
 
@@ -41,11 +54,18 @@ _BUG_REASON = "fake server error"
 _INSECURE_KEY_PROTOCOL = "openai-insecure-api-key."
 
 
-class FakeConnection(ConnectionShell[FakeOptions, str, Event]):
+class FakeConnection(ConnectionShell[FakeOptions, str, Event | Stamp]):
     """One accepted WebSocket: the session, its frame log and the tasks that serve it."""
 
-    def __init__(self, options: FakeOptions, request: web.Request, number: int) -> None:
+    def __init__(
+        self,
+        options: FakeOptions,
+        request: web.Request,
+        number: int,
+        dispatch_log: DispatchLog | None = None,
+    ) -> None:
         super().__init__(options, request, number)
+        self._dispatch_log = dispatch_log
         self.model: str = request.query.get("model", "")
         self._session = FakeSession(options, model=self.model, number=number, now_unix=time.time())
         self._greeter: asyncio.Task[None] | None = None
@@ -119,6 +139,8 @@ class FakeConnection(ConnectionShell[FakeOptions, str, Event]):
         return [self._greeter] if self._greeter else []
 
     async def _on_frame(self, data: str | bytes) -> None:
+        dispatch_log = self._dispatch_log
+        arrived_ns = time.perf_counter_ns() if dispatch_log is not None else 0
         try:
             event = orjson.loads(data)
         except orjson.JSONDecodeError as error:
@@ -126,12 +148,18 @@ class FakeConnection(ConnectionShell[FakeOptions, str, Event]):
             self._record("in", {"type": None, "raw": raw[:200]})
             actions = self._session.invalid_frame(str(error))
         else:
+            if dispatch_log is not None:
+                dispatch_log.received(event, arrived_ns)
             self._record("in", event if isinstance(event, dict) else {"type": None, "raw": event})
             actions = self._session.handle(event)
         self._apply(actions)
         await self._notify()
 
-    async def _send(self, ws: web.WebSocketResponse, item: Event) -> None:
+    async def _send(self, ws: web.WebSocketResponse, item: Event | Stamp) -> None:
+        if isinstance(item, Stamp):  # every frame queued before it is on the socket
+            if self._dispatch_log is not None:
+                self._dispatch_log.emitted(item.call_id, time.perf_counter_ns())
+            return
         try:
             await ws.send_frame(orjson.dumps(item), WSMsgType.TEXT)
         except ConnectionError:
@@ -159,7 +187,7 @@ class FakeConnection(ConnectionShell[FakeOptions, str, Event]):
         for action in actions:
             if isinstance(action, Send):
                 self._queue(action.event)
-            elif isinstance(action, Close):
+            elif isinstance(action, Close | Stamp):
                 self._queue(action)
             elif isinstance(action, Begin):
                 self._begin(action.response_id)
@@ -174,9 +202,13 @@ class FakeConnection(ConnectionShell[FakeOptions, str, Event]):
 class FakeRealtimeServer(ServerShell[FakeConnection]):
     """The fake on a loopback port; ``async with FakeRealtimeServer() as server: ...``."""
 
-    def __init__(self, options: FakeOptions | None = None) -> None:
+    def __init__(
+        self, options: FakeOptions | None = None, *, dispatch_timings: Path | None = None
+    ) -> None:
         super().__init__()
         self.options = options or FakeOptions()
+        # Dispatch mode: the tool calls' stamps, also appended to ``dispatch_timings`` if given.
+        self.dispatch_log = DispatchLog(dispatch_timings) if self.options.dispatch else None
 
     @property
     def ws_url(self) -> str:
@@ -199,10 +231,16 @@ class FakeRealtimeServer(ServerShell[FakeConnection]):
         if not ws.can_prepare(request).ok:
             return _error_response(426, "upgrade_required", "Expected a WebSocket upgrade.")
         await ws.prepare(request)
-        connection = FakeConnection(self.options, request, len(self.connections) + 1)
+        number = len(self.connections) + 1
+        connection = FakeConnection(self.options, request, number, self.dispatch_log)
         await self._accept(connection)
         await connection.serve(ws, beta="OpenAI-Beta" in request.headers)
         return ws
+
+    async def stop(self) -> None:
+        await super().stop()
+        if self.dispatch_log is not None:
+            self.dispatch_log.close()
 
     def _authorized(self, request: web.Request) -> bool:
         key = self.options.api_key
@@ -222,7 +260,7 @@ def _error_response(status: int, code: str, message: str) -> web.Response:
 # Command line --------------------------------------------------------------------------------
 
 
-def _parse_args(argv: Sequence[str] | None) -> tuple[FakeOptions, str, int]:
+def _parse_args(argv: Sequence[str] | None) -> tuple[FakeOptions, str, int, Path | None]:
     parser = argparse.ArgumentParser(
         prog="python -m transports.openai_realtime.fake_server",
         description="A faithful fake OpenAI Realtime (GA) server on ws://HOST:PORT/v1.",
@@ -238,7 +276,25 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[FakeOptions, str, int]:
     parser.add_argument("--echo", action="store_true", help="answer each append with its audio")
     parser.add_argument("--no-log", action="store_true", help="keep no frame log")
     parser.add_argument("--arg-fragment", type=int, default=3)
+    dispatch = parser.add_argument_group("dispatch mode (benchmarks; needs --echo)")
+    dispatch.add_argument(
+        "--dispatch",
+        action="store_true",
+        help="an append whose audio starts with the marker gets a whole tool call instead of "
+        "its echo (transports.openai_realtime.fake_dispatch)",
+    )
+    dispatch.add_argument("--dispatch-tool", default="noop", help="the tool the model calls")
+    dispatch.add_argument(
+        "--timings",
+        type=Path,
+        default=None,
+        help="append each call's stamps here as JSON lines (call_id, emitted_ns, received_ns)",
+    )
     args = parser.parse_args(argv)
+    if args.dispatch and not args.echo:
+        parser.error("--dispatch needs --echo")
+    if args.timings is not None and not args.dispatch:
+        parser.error("--timings needs --dispatch")
     options = FakeOptions(
         api_key=args.api_key,
         max_duration_s=args.max_duration_s,
@@ -249,13 +305,15 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[FakeOptions, str, int]:
         echo=args.echo,
         log_frames=not args.no_log,
         arg_fragment=args.arg_fragment,
+        dispatch=args.dispatch,
+        dispatch_tool=args.dispatch_tool,
     )
-    return options, args.host, args.port
+    return options, args.host, args.port, args.timings
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    options, host, port = _parse_args(argv)
-    make_server = functools.partial(FakeRealtimeServer, options)
+    options, host, port, timings = _parse_args(argv)
+    make_server = functools.partial(FakeRealtimeServer, options, dispatch_timings=timings)
     asyncio.run(serve_until_signalled(make_server, host, port, lambda server: server.ws_url))
     return 0
 

@@ -20,7 +20,10 @@ without an event loop. Theory of operation:
   ``committed``, the user item, its transcription if on, a response if ``create_response``
   (unless one is still active);
 - echo mode answers every append with one ``response.output_audio.delta`` carrying the same
-  base64 text, after a one-time preamble; nothing is decoded.
+  base64 text, after a one-time preamble; nothing is decoded;
+- dispatch mode (on top of echo, ``fake_dispatch``): an append that starts with the marker is
+  answered by a whole function-call response for ``dispatch_tool``, then a ``Stamp``; a
+  ``response.create`` by an empty completed response at once.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from transports.local.brain import FAIL_MESSAGE, Fail, LocalBrain, utterance_transcript
+from transports.local.brain import FAIL_MESSAGE, Fail, LocalBrain, ToolCall, utterance_transcript
 from transports.openai_realtime.fake_audio import AudioFormat, decode_base64_audio, format_of
 from transports.openai_realtime.fake_config import (
     ResponseOverrides,
@@ -38,8 +41,10 @@ from transports.openai_realtime.fake_config import (
     parse_response_overrides,
 )
 from transports.openai_realtime.fake_conversation import Conversation, Entry, parse_client_item
+from transports.openai_realtime.fake_dispatch import is_dispatch_audio
 from transports.openai_realtime.fake_input import InputAudio, SpeechStarted
 from transports.openai_realtime.fake_response import (
+    CallsPlan,
     ResponseRun,
     ResponseSettings,
     RunContext,
@@ -55,6 +60,7 @@ from transports.openai_realtime.fake_wire import (
     Halt,
     IdSource,
     Send,
+    Stamp,
     Step,
     TokenMeter,
     invalid_type,
@@ -90,6 +96,8 @@ class FakeOptions:
     echo: bool = False  # benchmark mode: each append is answered with one audio delta
     log_frames: bool = True  # keep the per-connection frame log
     arg_fragment: int = 3  # function-call arguments stream in deltas of this many characters
+    dispatch: bool = False  # benchmark mode (with echo): marked appends call ``dispatch_tool``
+    dispatch_tool: str = "noop"
 
     def __post_init__(self) -> None:
         if self.max_duration_s <= 0:
@@ -98,6 +106,8 @@ class FakeOptions:
             raise ValueError("pace and created_delay_s must be >= 0")
         if self.arg_fragment < 1:
             raise ValueError("arg_fragment must be >= 1")
+        if self.dispatch and not self.echo:
+            raise ValueError("dispatch mode needs echo mode")
 
 
 def expiry_message(max_duration_s: float) -> str:
@@ -125,6 +135,7 @@ class FakeSession:
             model=model,
             expires_at=int(now_unix + self.options.max_duration_s),
         )
+        self.number = number
         self.closed = False
         self.audio_output_started = False
         self._active: ResponseRun | None = None
@@ -132,6 +143,8 @@ class FakeSession:
         self._input = InputAudio(self.input_format)
         self._speech_item_id: str | None = None  # the user item the current speech becomes
         self._echo: tuple[str, str] | None = None  # (response_id, item_id) of the echo preamble
+        self._dispatched = 0  # tool calls made in dispatch mode
+        self._quick_settings: ResponseSettings | None = None  # dispatch mode's responses
         self._ctx = RunContext(
             event=self.event,
             ids=self.ids,
@@ -283,6 +296,8 @@ class FakeSession:
         if not isinstance(audio, str):
             raise invalid_type("audio", "a string", audio)
         if self.options.echo:
+            if self.options.dispatch and is_dispatch_audio(audio):
+                return self._dispatch()
             return self._echo_delta(audio)
         data = decode_base64_audio(audio)
         if data is None:
@@ -415,6 +430,24 @@ class FakeSession:
         self.audio_output_started = True
         return [Send(created), *first.actions]
 
+    def _dispatch(self) -> list[Action]:
+        """A whole function-call response for the dispatch tool, then the stamp of its end."""
+        self._dispatched += 1
+        call_id = f"call_{self.number}_{self._dispatched}"
+        call = ToolCall(call_id, self.options.dispatch_tool, "{}")
+        return [*self._whole_response(CallsPlan((call,))), Stamp(call_id)]
+
+    def _whole_response(self, plan: CallsPlan) -> list[Action]:
+        """Every event of a response at once: it is never active, so nothing can overlap it."""
+        if self._quick_settings is None:  # the same for every such response of the session
+            self._quick_settings = self._settings(ResponseOverrides())
+        run = ResponseRun(self._ctx, self.ids.next("resp"), self._quick_settings, plan)
+        actions: list[Action] = [Send(run.created())]
+        while (step := run.next_step()) is not None:
+            actions.extend(step.actions)
+        self._answered_seq = self.conversation.seq
+        return actions
+
     # Conversation -----------------------------------------------------------------------------
 
     def _item_create(self, raw: dict[str, Any]) -> list[Action]:
@@ -464,7 +497,10 @@ class FakeSession:
                 f"{self._active.response_id}. Wait until the response is finished before "
                 "creating a new one.",
             )
-        return self._start_response(parse_response_overrides(raw.get("response")))
+        overrides = parse_response_overrides(raw.get("response"))
+        if self.options.dispatch:  # the model says nothing after a tool result
+            return self._whole_response(CallsPlan(()))
+        return self._start_response(overrides)
 
     def _response_cancel(self, raw: dict[str, Any]) -> list[Action]:
         response_id = raw.get("response_id")

@@ -7,7 +7,9 @@ shell (``fake_server``) carries them out. The actions are:
 - ``Send(event)``: send one server event (already stamped with its ``event_id``);
 - ``Close(code, reason)``: close the socket after everything queued before it;
 - ``Begin(response_id)``: start delivering that response (``FakeSession.next_step``);
-- ``Halt(response_id)``: stop delivering it now (it was already closed out, or abandoned).
+- ``Halt(response_id)``: stop delivering it now (it was already closed out, or abandoned);
+- ``Stamp(call_id)``: dispatch mode (``fake_dispatch``): note the time once everything queued
+  before it has been written to the socket.
 
 A response is delivered in ``Step``s; the shell sends a step's actions, then waits as the step
 says (``audio_s`` × pace, ``wait_s`` of "thinking", or forever when ``hang``).
@@ -34,6 +36,7 @@ __all__ = [
     "Halt",
     "IdSource",
     "Send",
+    "Stamp",
     "Step",
     "TokenMeter",
     "invalid_type",
@@ -145,7 +148,12 @@ class Halt:
     response_id: str
 
 
-Action = Send | Close | Begin | Halt
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    call_id: str
+
+
+Action = Send | Close | Begin | Halt | Stamp
 
 
 @dataclass(frozen=True, slots=True)

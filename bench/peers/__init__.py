@@ -1,0 +1,1 @@
+"""Peer targets for the benchmarks: their virtualenvs, configs and launchers."""

@@ -1,0 +1,175 @@
+"""The processes of one suite run: the OpenAI fake, the gateway and the peers, placed on cores.
+
+``Fleet.start`` starts what the chosen targets need (one gateway serves the three gateway rows,
+at different ``session.start`` rates), each stopped by the caller's ``ExitStack``. Before each
+run ``place`` pins the relaying process (with its descendants) alone to the relay core and every
+other process, the load generator included, to the load core; for ``direct`` the fake itself is
+the relaying process. The client hop's compression is probed once per target (``probe``): what
+the server agreed to when offered what the load generator will offer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from websockets.asyncio.client import connect
+
+from bench.peers.launch import OPENAI_MODEL, Peer, start_floor, start_litellm, start_pipecat
+from bench.relay_procs import (
+    ChildProcess,
+    CorePlan,
+    gateway_env_openai,
+    plan_cores,
+    start_fake_upstream,
+    start_gateway,
+)
+from bench.suite_procs import pin_tree, process_tree
+from bench.suite_targets import SPECS, TargetSpec
+
+__all__ = ["Endpoint", "Fleet"]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    spec: TargetSpec
+    url: str
+    headers: list[str]
+    pid: int  # the relaying process
+
+
+@dataclass
+class Fleet:
+    root: Path
+    log_dir: Path
+    cores: CorePlan | None = None
+    pin_note: str = ""
+    children: dict[str, ChildProcess] = field(default_factory=dict)  # process key → child
+    endpoints: dict[str, Endpoint] = field(default_factory=dict)  # target → endpoint
+    versions: dict[str, dict[str, str]] = field(default_factory=dict)
+    client_compression: dict[str, str] = field(default_factory=dict)  # target → agreed
+
+    @classmethod
+    def start(
+        cls, root: Path, log_dir: Path, targets: list[str], stack: contextlib.ExitStack
+    ) -> Fleet:
+        fleet = cls(root, log_dir)
+        fleet.cores, fleet.pin_note = plan_cores()
+        fake, fake_url = start_fake_upstream(log_dir)
+        stack.callback(fake.stop)
+        fleet.children["fake"] = fake
+        fake_base = fake_url.removesuffix("/v1")  # ws://127.0.0.1:PORT
+        needed = {SPECS[target].process for target in targets}
+        peers: dict[str, Peer] = {}
+        starters: dict[str, Callable[[], Peer]] = {
+            "floor": lambda: start_floor(fake_base, log_dir),
+            "litellm": lambda: start_litellm(root, fake_base, log_dir),
+            "pipecat": lambda: start_pipecat(root, fake_base, log_dir, paced=True),
+            "pipecat_nopace": lambda: start_pipecat(root, fake_base, log_dir, paced=False),
+        }
+        for key, starter in starters.items():
+            if key in needed:
+                print(f"starting {key}…", file=sys.stderr, flush=True)
+                peer = starter()
+                stack.callback(peer.child.stop)
+                peers[key] = peer
+                fleet.children[key] = peer.child
+                if peer.versions:
+                    fleet.versions[key] = peer.versions
+        if "gateway" in needed:
+            (log_dir / "gateway-data").mkdir(exist_ok=True)
+            gateway, http_url = start_gateway(
+                gateway_env_openai(fake_url), log_dir / "gateway-data", log_dir
+            )
+            stack.callback(gateway.stop)
+            fleet.children["gateway"] = gateway
+            gateway_url = http_url.replace("http://", "ws://", 1) + "/v1/session"
+        for target in targets:
+            spec = SPECS[target]
+            if spec.process == "fake":
+                url = f"{fake_url}/realtime?model={OPENAI_MODEL}"
+                endpoint = Endpoint(spec, url, ["Authorization: Bearer sk-bench"], fake.pid)
+            elif spec.process == "gateway":
+                endpoint = Endpoint(spec, gateway_url, [], fleet.children["gateway"].pid)
+            else:
+                peer = peers[spec.process]
+                endpoint = Endpoint(spec, peer.url, peer.headers, peer.child.pid)
+            fleet.endpoints[target] = endpoint
+            fleet.client_compression[target] = asyncio.run(_probe(endpoint))
+        fleet.pin_all()
+        return fleet
+
+    def pin_all(self) -> None:
+        """Everything on the load core; ``place`` then moves one relaying process."""
+        if self.cores is None:
+            return
+        try:
+            os.sched_setaffinity(0, {self.cores.load_core})
+            for child in self.children.values():
+                pin_tree(child.pid, self.cores.load_core)
+        except OSError as error:
+            self.cores, self.pin_note = None, f"pinning refused: {error}"
+
+    def place(self, target: str) -> None:
+        """The target's relaying process alone on the relay core, the rest on the load core."""
+        if self.cores is None:
+            return
+        relay = self.endpoints[target].pid
+        for child in self.children.values():
+            core = self.cores.relay_core if child.pid == relay else self.cores.load_core
+            pin_tree(child.pid, core)
+
+    def check(self) -> None:
+        for child in self.children.values():
+            child.ensure_alive()
+
+    def other_pids(self, relay_pid: int) -> list[int]:
+        """Every process of the fleet but the relaying one, with their descendants."""
+        return [
+            member
+            for child in self.children.values()
+            if child.pid != relay_pid
+            for member in process_tree(child.pid)
+        ]
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "pinned": self.cores is not None,
+            "pin_note": self.pin_note,
+            "relay_core": self.cores.relay_core if self.cores else None,
+            "load_core": self.cores.load_core if self.cores else None,
+            "placement": "the relaying process (with its descendants) alone on the relay core; "
+            "the load generator, the fake (when it is not the relaying process), the idle "
+            "targets and this harness on the load core",
+            "peer_versions": self.versions,
+            "client_hop_compression_agreed": self.client_compression,
+        }
+
+
+async def _probe(endpoint: Endpoint) -> str:
+    """Connect once offering what the load generator offers; the extensions the server agreed."""
+    headers = [tuple(h.split(": ", 1)) for h in endpoint.headers]
+    try:
+        async with (
+            asyncio.timeout(10),
+            connect(
+                endpoint.url,
+                additional_headers=[(name, value) for name, value in headers],
+                compression="deflate" if endpoint.spec.deflate else None,
+                open_timeout=10,
+                close_timeout=2,
+            ) as ws,
+        ):
+            assert ws.response is not None
+            agreed = ws.response.headers.get("Sec-WebSocket-Extensions")
+    except (OSError, TimeoutError, ValueError) as error:
+        return f"probe failed: {error}"
+    except Exception as error:  # a refused handshake: still a run, the probe only informs
+        return f"probe failed: {type(error).__name__}: {error}"
+    return agreed or "none"

@@ -1,0 +1,215 @@
+"""The targets of the benchmark suite and the load generator's arguments for each: pure.
+
+Every target relays the same upstream, the OpenAI Realtime fake in echo mode (each
+``input_audio_buffer.append`` answered by one ``response.output_audio.delta`` with the same
+audio). Frames are 20 ms of PCM16; the Go load generator (``bench/goload``, see
+``bench.goload_runner``) speaks one of three client protocols to reach it:
+
+- ``openai``: OpenAI Realtime events (``direct``, ``floor``, ``litellm``);
+- ``gateway``: our client protocol, ``session.start`` then binary PCM both ways;
+- ``pcm``: raw binary PCM both ways (Pipecat behind a raw serializer).
+
+A frame is matched by its stamp when it comes back byte-identical, or by bytes when the relay
+may re-chunk or resample it (frame k is back once (k+1) × out-frame-bytes have arrived).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import orjson
+
+__all__ = [
+    "ALL_TARGETS",
+    "FRAME_MS",
+    "SPECS",
+    "TargetSpec",
+    "gateway_start",
+    "load_args",
+    "pingpong_args",
+]
+
+FRAME_MS = 20
+Proto = Literal["openai", "gateway", "pcm"]
+Match = Literal["stamp", "bytes"]
+
+
+def _frame_bytes(rate_hz: int) -> int:
+    return rate_hz * 2 * FRAME_MS // 1000
+
+
+def gateway_start(input_rate: int, output_rate: int) -> str:
+    """Our client protocol's ``session.start`` for a voice session at these rates."""
+    audio = {"input_rate": input_rate, "output_rate": output_rate}
+    return orjson.dumps({"type": "session.start", "mode": "voice", "audio": audio}).decode()
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    name: str
+    proto: Proto
+    process: str  # the relaying process: a key of the fleet's processes
+    title: str  # one line for the table's notes
+    match: Match = "stamp"
+    input_rate: int = 24000
+    output_rate: int = 24000
+    deflate: bool = False  # the client offers permessage-deflate
+    paced: bool = False  # output paced like playback: a round trip is at least one frame
+    # Frames a session's tail may never complete by bytes: a streaming resampler holds back
+    # part of the last input until more comes (none does at the end of a run), so serial
+    # round trips cannot be measured either (``pingpong`` is skipped).
+    held_back_frames: int = 0
+    # compression on each hop, as configured (the client hop is also probed at start)
+    compression: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def pingpong(self) -> bool:
+        return self.held_back_frames == 0
+
+    @property
+    def frame_bytes(self) -> int:
+        return _frame_bytes(self.input_rate)
+
+    @property
+    def out_frame_bytes(self) -> int:
+        return _frame_bytes(self.output_rate)
+
+    @property
+    def start(self) -> str | None:
+        if self.proto != "gateway":
+            return None
+        return gateway_start(self.input_rate, self.output_rate)
+
+
+_OFF = "off"
+_FAKE_HOP = ("relay → fake", "off (the relay offers none; the fake would accept it)")
+
+SPECS: dict[str, TargetSpec] = {
+    spec.name: spec
+    for spec in (
+        TargetSpec(
+            "direct",
+            "openai",
+            "fake",
+            "client straight to the fake: the physical limit",
+            compression=(("client → fake", _OFF),),
+        ),
+        TargetSpec(
+            "floor",
+            "openai",
+            "floor",
+            "a bare verbatim websockets relay (bench/peers/floor_relay.py)",
+            compression=(("client → floor", _OFF), _FAKE_HOP),
+        ),
+        TargetSpec(
+            "litellm",
+            "openai",
+            "litellm",
+            "LiteLLM's proxy relaying /v1/realtime",
+            compression=(
+                ("client → litellm", "off (uvicorn: ws_per_message_deflate=False)"),
+                ("litellm → fake", "off (websockets.connect defaulted to compression=None)"),
+            ),
+        ),
+        TargetSpec(
+            "pipecat",
+            "pcm",
+            "pipecat",
+            "Pipecat OpenAIRealtimeLLMService behind FastAPIWebsocketTransport, raw PCM; "
+            "default output pacing",
+            match="bytes",
+            paced=True,
+            compression=(
+                ("client → pipecat", "off (uvicorn: ws_per_message_deflate=False)"),
+                ("pipecat → fake", "off (its websocket_connect given compression=None)"),
+            ),
+        ),
+        TargetSpec(
+            "pipecat_nopace",
+            "pcm",
+            "pipecat_nopace",
+            "the same with the playback-clock sleep removed",
+            match="bytes",
+            compression=(
+                ("client → pipecat", "off (uvicorn: ws_per_message_deflate=False)"),
+                ("pipecat → fake", "off (its websocket_connect given compression=None)"),
+            ),
+        ),
+        TargetSpec(
+            "gateway",
+            "gateway",
+            "gateway",
+            "ours: binary client frames, 24 kHz in and out (no resampling)",
+            compression=(
+                ("client → gateway", _OFF),
+                ("gateway → fake", "off (the openai SDK's default)"),
+            ),
+        ),
+        TargetSpec(
+            "gateway_16k",
+            "gateway",
+            "gateway",
+            "ours at 16 kHz in, 24 kHz out (resampled; matched by bytes)",
+            match="bytes",
+            input_rate=16000,
+            # gateway/audio/resample.py: 16→24 kHz holds back about 21 ms, 38 ms at most
+            held_back_frames=2,
+            compression=(
+                ("client → gateway", _OFF),
+                ("gateway → fake", "off (the openai SDK's default)"),
+            ),
+        ),
+        TargetSpec(
+            "gateway_deflate",
+            "gateway",
+            "gateway",
+            "ours with the client offering permessage-deflate",
+            deflate=True,
+            compression=(
+                ("client → gateway", "offered by the client; see the probe for what was agreed"),
+                ("gateway → fake", "off (the openai SDK's default)"),
+            ),
+        ),
+    )
+}
+ALL_TARGETS: tuple[str, ...] = tuple(SPECS)
+
+
+def _common_args(spec: TargetSpec, url: str, headers: list[str], warmup: int) -> list[str]:
+    args = ["-url", url, "-proto", spec.proto, "-match", spec.match]
+    args += ["-frame-bytes", str(spec.frame_bytes), "-out-frame-bytes", str(spec.out_frame_bytes)]
+    args += ["-warmup", str(warmup)]
+    for header in headers:
+        args += ["-header", header]
+    if spec.start is not None:
+        args += ["-start", spec.start]
+    if spec.deflate:
+        args.append("-deflate")
+    return args
+
+
+def pingpong_args(
+    spec: TargetSpec, url: str, headers: list[str], rounds: int, warmup: int, timeout_s: float
+) -> list[str]:
+    """``goload pingpong``: ``rounds`` serial round trips after ``warmup`` unmeasured ones."""
+    common = _common_args(spec, url, headers, warmup)
+    return ["pingpong", *common, "-n", str(rounds), "-timeout", f"{timeout_s:.0f}s"]
+
+
+def load_args(
+    spec: TargetSpec,
+    url: str,
+    headers: list[str],
+    *,
+    sessions: int,
+    fps: float,
+    seconds: float,
+    warmup: int,
+    grace_s: float,
+    timeout_s: float,
+) -> list[str]:
+    """``goload load``: ``sessions`` × ``fps`` for ``seconds`` after ``warmup`` frames each."""
+    args = ["load", *_common_args(spec, url, headers, warmup)]
+    args += ["-c", str(sessions), "-rate", f"{fps:g}", "-dur", f"{seconds:g}"]
+    return [*args, "-grace", f"{grace_s:g}s", "-timeout", f"{timeout_s:.0f}s"]
