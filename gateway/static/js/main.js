@@ -63,7 +63,11 @@ const speaker = new Speaker({
     if (!final && now - (lastPlaybackReport.get(responseId) ?? -Infinity) < PLAYBACK_REPORT_MS) return;
     if (final) lastPlaybackReport.delete(responseId);
     else lastPlaybackReport.set(responseId, now);
-    send({ type: "audio.playback", response_id: responseId, played_ms: playedMs });
+    // Only live: a position report is stale after a reconnect (and a burst of them would hit
+    // the gateway's event rate limit).
+    if (connection !== null && connection.state === "live") {
+      send({ type: "audio.playback", response_id: responseId, played_ms: playedMs });
+    }
   },
 });
 
