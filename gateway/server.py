@@ -34,6 +34,7 @@ from gateway.protocol import (
     decode_text,
     encode,
 )
+from gateway.protocol.wsframe import binary_frame
 from gateway.registry import Registry
 from gateway.session import Outbound, Session, SessionUser
 from gateway.sessions import SessionManager, StartRefused
@@ -186,6 +187,15 @@ class GatewayServer:
         await ws.prepare(request)
         transport = request.transport
 
+        def write_audio_now(pcm: bytes) -> bool:
+            # The hot path (Outbound): straight to the socket unless it still has unsent data.
+            if ws.closed or transport is None or transport.is_closing():
+                return False
+            if transport.get_write_buffer_size():
+                return False
+            transport.write(binary_frame(pcm))
+            return True
+
         def cut_off() -> None:
             # Not reading at all: drop the connection (the session stays resumable).
             self.metrics.slow_clients.inc()
@@ -200,6 +210,7 @@ class GatewayServer:
             max_control_bytes=self.settings.outbound_control_bytes,
             on_audio_dropped=self.metrics.audio_dropped.inc,
             on_overflow=cut_off,
+            write_audio_now=write_audio_now,
         )
         writer = asyncio.create_task(outbound.run())
         session: Session | None = None

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import structlog
 
@@ -79,6 +79,14 @@ UPSTREAM_CLOSE_TIMEOUT_S = 5.0
 # A cancelled tool batch finishes within its calls' hard timeouts; past this the next response
 # starts anyway (its order is then the provider's).
 HELD_RESPONSE_WAIT_S = 6.0
+
+
+@runtime_checkable
+class _AudioSinkTransport(Protocol):
+    """A transport that can hand audio deltas over synchronously (OpenAI Realtime's): the
+    sink takes one when it returns True, else the transport queues it with the other events."""
+
+    def set_audio_sink(self, sink: Callable[[up.AudioDelta], bool] | None) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +165,8 @@ class Session:
         # (providers send audio faster than real time), so a barge-in can still cut it.
         self._last_spoken: _Response | None = None
         self._closing: asyncio.Task[None] | None = None
+        # run_upstream is handling an event: an audio delta must wait its turn in the queue.
+        self._upstream_busy = False
         self._control_events = TokenBucket(client_events_per_s, client_events_burst)
         self._log = _log.bind(session_id=session_id, user_id=user.user_id)
         self.restore(setup)
@@ -256,6 +266,9 @@ class Session:
     async def on_client_event(self, event: JsonClientEvent | BinaryAudio) -> None:
         now = self.clock.monotonic()
         self.last_activity = now
+        if type(event) is BinaryAudio:  # the hot path first
+            await self._user_audio(event.pcm, None)
+            return
         audio = isinstance(event, BinaryAudio | AudioAppend | AudioPlayback)
         if not audio and not isinstance(event, SessionEnd) and not self._control_events.take(now):
             self.error(
@@ -365,34 +378,55 @@ class Session:
     # -- upstream → gateway ------------------------------------------------------------------
 
     async def run_upstream(self) -> None:
+        direct = self.transport if isinstance(self.transport, _AudioSinkTransport) else None
+        if direct is not None:
+            direct.set_audio_sink(self._take_audio)
         try:
             async for event in self.transport.events():
                 if self.ended.is_set():
                     return
-                await self._on_upstream(event)
+                self._upstream_busy = True
+                try:
+                    await self._on_upstream(event)
+                finally:
+                    self._upstream_busy = False
         except Exception:
             self._log.exception("upstream_reader_crashed")
             await self.end(EndReason.ERROR, "internal error while reading the upstream")
             return
+        finally:
+            if direct is not None:
+                direct.set_audio_sink(None)
         if not self.ended.is_set():
             await self.end(EndReason.UPSTREAM_FAILED, "the upstream closed")
+
+    def _take_audio(self, event: up.AudioDelta) -> bool:
+        """The transport's audio sink: handled now, exactly as run_upstream would handle it
+        next, unless run_upstream is busy with an earlier event (then it is queued)."""
+        if self._upstream_busy or self.ended.is_set():
+            return False
+        self._audio_delta(event, self.clock.monotonic())
+        return True
+
+    def _audio_delta(self, event: up.AudioDelta, now: float) -> None:
+        r = self._response
+        if r is None or r.interrupted or self.mode != "voice":
+            return
+        if self.intents.audio_suppressed(now):
+            return
+        assert self._up_out is not None
+        pcm = self._up_out.process(event.pcm)
+        r.audio_ms += len(event.pcm) / 2 / self.transport.capabilities.output_rate * 1000
+        if pcm and self.outbound is not None:
+            if r.first_audio_at is None:
+                r.first_audio_at = now
+            self.outbound.audio(pcm)
+            self.metrics.audio_out.inc()
 
     async def _on_upstream(self, event: up.UpstreamEvent) -> None:
         now = self.clock.monotonic()
         if isinstance(event, up.AudioDelta):
-            r = self._response
-            if r is None or r.interrupted or self.mode != "voice":
-                return
-            if self.intents.audio_suppressed(now):
-                return
-            assert self._up_out is not None
-            pcm = self._up_out.process(event.pcm)
-            r.audio_ms += len(event.pcm) / 2 / self.transport.capabilities.output_rate * 1000
-            if pcm and self.outbound is not None:
-                if r.first_audio_at is None:
-                    r.first_audio_at = now
-                self.outbound.audio(pcm)
-                self.metrics.audio_out.inc()
+            self._audio_delta(event, now)
         elif isinstance(event, up.ResponseStarted):
             await self._finish_held_responses()
             self._response = _Response(event.response_id)

@@ -7,6 +7,7 @@ exact instead of racing a real socket: the test decides when each frame arrives.
 from __future__ import annotations
 
 import asyncio
+import base64
 from types import SimpleNamespace
 from typing import Any
 
@@ -230,5 +231,46 @@ async def test_a_malformed_server_event_is_skipped() -> None:
         await run.until_any(ev.ResponseDone)
         assert not run.saw(ev.UpstreamFailed)
         assert not run.saw(ev.AudioDelta)
+    finally:
+        await run.close()
+
+
+def audio_delta(response_id: str, pcm: bytes) -> dict[str, Any]:
+    return {
+        "type": "response.output_audio.delta",
+        "response_id": response_id,
+        "item_id": "item_1",
+        "delta": base64.b64encode(pcm).decode(),
+    }
+
+
+async def test_audio_goes_to_the_sink_at_once_unless_an_event_is_queued_before_it() -> None:
+    run = await start("voice")
+    taken: list[bytes] = []
+    took = asyncio.Event()
+    accepting = True
+
+    def sink(delta: ev.AudioDelta) -> bool:
+        if accepting:
+            taken.append(delta.pcm)
+            took.set()
+        return accepting
+
+    run.transport.set_audio_sink(sink)
+    try:
+        conn = run.sdk.conns[0]
+        conn.push({"type": "response.created", "response": {"id": "resp_1"}})
+        # In the same read burst: response.started is still queued, so this delta queues too.
+        conn.push(audio_delta("resp_1", b"\x01\x00"))
+        await run.until(lambda: run.count(ev.AudioDelta) == 1)
+        assert taken == []
+        conn.push(audio_delta("resp_1", b"\x02\x00"))  # nothing queued: straight to the sink
+        await asyncio.wait_for(took.wait(), 3)
+        assert taken == [b"\x02\x00"]
+        accepting = False  # the session is busy with an earlier event: queued after all
+        conn.push(audio_delta("resp_1", b"\x03\x00"))
+        await run.until(lambda: run.count(ev.AudioDelta) == 2)
+        kinds = [type(e) for e in run.events]
+        assert kinds == [ev.ResponseStarted, ev.AudioDelta, ev.AudioDelta]
     finally:
         await run.close()

@@ -1,4 +1,4 @@
-"""OpenAI Realtime (GA) upstream: wire models, a pure codec, the SDK transport, a faithful fake.
+"""OpenAI Realtime (GA) upstream: wire models, a pure codec, the transport, a faithful fake.
 
 The fake server (``fake_server``) is for tests and benchmarks; it is not imported here.
 """

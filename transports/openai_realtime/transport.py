@@ -1,12 +1,17 @@
-"""``OpenAIRealtimeTransport``: the async shell around ``RealtimeCodec``, on the official SDK.
+"""``OpenAIRealtimeTransport``: the async shell around ``RealtimeCodec``.
 
-It connects with ``AsyncOpenAI(...).realtime.connect(model=…)`` and then works on raw frames:
-``recv_bytes`` decoded once with orjson, and ``send_raw`` of frames the codec built (the SDK's
-pydantic parsing is too costly for the audio path). The SDK's own reconnection stays off: it lands
-in a fresh server session with default settings. Instead, when the socket closes (the 60-minute
-cap, a drop, a server fault) this shell reconnects with backoff, sends ``session.update`` again
-and lets the codec replay the conversation and the uplink audio it buffered; the session sees one
-``UpstreamRecovered``, or ``UpstreamFailed`` after the last attempt.
+The official SDK client names the endpoint and the credentials; the socket is an aiohttp
+WebSocket (``upstream_socket``: the SDK's own ``websockets`` connection cost a fifth of the
+relay's CPU), or the SDK's ``realtime.connect`` when a client is passed in. Either way the shell
+works on raw frames: each server event decoded once with orjson, and frames the codec built sent
+as they are (the SDK's pydantic parsing is too costly for the audio path). The SDK's own
+reconnection stays off: it lands in a fresh server session with default settings. Instead, when
+the socket closes (the 60-minute cap, a drop, a server fault) this shell reconnects with backoff,
+sends ``session.update`` again and lets the codec replay the conversation and the uplink audio it
+buffered; the session sees one ``UpstreamRecovered``, or ``UpstreamFailed`` after the last attempt.
+
+The hot path: an audio delta goes to the ``audio_sink`` the session set, synchronously, when no
+other event is queued before it (one task switch less per frame); otherwise it is queued.
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import aiohttp
 import orjson
 import structlog
 from openai import AsyncOpenAI, OpenAIError
-from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI, WebSocketException
+from websockets.exceptions import InvalidStatus, InvalidURI, WebSocketException
 
 from transports import events as ev
 from transports.base import (
@@ -36,17 +42,31 @@ from transports.codec_shell import CodecShell
 from transports.codec_shell import backoff_delay as shell_backoff
 from transports.openai_realtime import wire
 from transports.openai_realtime.codec import RealtimeCodec
+from transports.openai_realtime.upstream_socket import (
+    RealtimeSocket,
+    SdkSocket,
+    UpstreamClosed,
+    frame_sender,
+    open_aiohttp,
+)
 
-if TYPE_CHECKING:
-    from openai.resources.realtime.realtime import AsyncRealtimeConnection
-
-__all__ = ["OpenAIRealtimeTransport", "RealtimeOptions", "backoff_delay", "frame_sender"]
+__all__ = [
+    "AudioSink",
+    "OpenAIRealtimeTransport",
+    "RealtimeOptions",
+    "backoff_delay",
+    "frame_sender",
+]
 
 _log = structlog.get_logger("upstream.openai")
 
 # Close codes after which a new session is worth opening (the SDK's list, plus 1000: a close we
 # did not ask for still leaves the user mid-conversation).
 RECOVERABLE_CLOSES = frozenset({1000, 1001, 1005, 1006, 1011, 1012, 1013, 1014, 1015})
+GOING_AWAY = 1001
+
+# Takes one audio delta now; False: queue it with the other events after all.
+AudioSink = Callable[[ev.AudioDelta], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,11 +103,14 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
     )
 
     def __init__(self, options: RealtimeOptions, *, client: AsyncOpenAI | None = None) -> None:
-        """``client``: an SDK client to connect with; by default one shared per configuration."""
+        """``client``: an SDK client whose ``realtime.connect`` opens the socket; by default a
+        client shared per configuration names the endpoint and the socket is aiohttp's."""
         super().__init__()
         self.options = options
         self._client: AsyncOpenAI | None = client
-        self._conn: AsyncRealtimeConnection | None = None
+        self._sdk_socket = client is not None
+        self._conn: RealtimeSocket | None = None
+        self._audio_sink: AudioSink | None = None
         self._model = options.model
         self._reader: asyncio.Task[None] | None = None
         self._side_tasks: set[asyncio.Task[None]] = set()
@@ -111,6 +134,10 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
             raise TransportError(f"OpenAI client: {exc}") from None
         self._conn = await self._open()
         self._reader = asyncio.create_task(self._read())
+
+    def set_audio_sink(self, sink: AudioSink | None) -> None:
+        """Audio deltas go to ``sink`` at once when no event is queued before them."""
+        self._audio_sink = sink
 
     async def truncate(self, response_id: str, played_ms: int) -> None:
         await self._do(lambda c: c.truncate(response_id, played_ms))
@@ -140,19 +167,22 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
 
     # -- connecting --------------------------------------------------------------------------
 
-    async def _open(self) -> AsyncRealtimeConnection:
+    async def _open(self) -> RealtimeSocket:
         """A new server session, configured, with the conversation replayed; or TransportError."""
         assert self._client is not None
         assert self._codec is not None
         codec = self._codec
-        manager = self._client.realtime.connect(model=self._model)
-        conn: AsyncRealtimeConnection | None = None
+        conn: RealtimeSocket | None = None
         waiting_for = "session.created"
         try:
             async with asyncio.timeout(self.options.connect_timeout_s):
-                conn = await manager.enter()
+                if self._sdk_socket:
+                    manager = self._client.realtime.connect(model=self._model)
+                    conn = SdkSocket(await manager.enter())
+                else:
+                    conn = await open_aiohttp(self._client, self._model)
                 codec.receive(await self._expect(conn, waiting_for))
-                await conn.send_raw(codec.session_update())
+                await conn.send(codec.session_update())
                 waiting_for = "session.updated"
                 codec.receive(await self._expect(conn, waiting_for))
                 codec.outbox.extend(codec.resume())
@@ -177,15 +207,17 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
                 f"{self.options.connect_timeout_s:g} s",
                 retryable=True,
             )
-        if isinstance(exc, InvalidStatus):
-            status = exc.response.status_code
+        if isinstance(exc, InvalidStatus | aiohttp.WSServerHandshakeError):
+            status = exc.response.status_code if isinstance(exc, InvalidStatus) else exc.status
             return TransportError(
                 f"OpenAI Realtime refused the connection: HTTP {status}",
                 retryable=status >= 500 or status == 429,
             )
-        if isinstance(exc, InvalidURI):
+        if isinstance(exc, InvalidURI | aiohttp.InvalidURL | aiohttp.NonHttpUrlClientError):
             return TransportError(f"OpenAI Realtime URL is not a WebSocket URL: {exc}")
-        if isinstance(exc, OSError | WebSocketException):
+        if isinstance(exc, UpstreamClosed):
+            return TransportError(f"OpenAI Realtime closed the connection: {exc}", retryable=True)
+        if isinstance(exc, OSError | WebSocketException | aiohttp.ClientError):
             return TransportError(f"cannot reach OpenAI Realtime: {exc}", retryable=True)
         if isinstance(exc, OpenAIError):
             return TransportError(f"OpenAI Realtime: {exc}")
@@ -194,10 +226,10 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
         return None  # cancellation and the like propagate
 
     @staticmethod
-    async def _expect(conn: AsyncRealtimeConnection, kind: str) -> dict[str, Any]:
+    async def _expect(conn: RealtimeSocket, kind: str) -> dict[str, Any]:
         while True:
             try:
-                event = orjson.loads(await conn.recv_bytes())
+                event = orjson.loads(await conn.recv())
             except orjson.JSONDecodeError:
                 continue  # a proxy's error page or noise: the handshake goes on or times out
             if not isinstance(event, dict):
@@ -218,6 +250,7 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
             while not self._closing:
                 assert self._conn is not None
                 code = await self._pump(self._conn)
+                await _close_quietly(self._conn)  # closed by the server; free what it holds
                 if self._closing or not await self._recover(code):
                     break
         except Exception as exc:  # a bug here must end the session, not hang it
@@ -226,16 +259,20 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
         finally:
             self._queue.put_nowait(None)
 
-    async def _pump(self, conn: AsyncRealtimeConnection) -> int:
+    async def _pump(self, conn: RealtimeSocket) -> int:
         """Relay one connection's events until it closes; returns the close code."""
         codec = self._codec
         assert codec is not None
-        put = self._queue.put_nowait
+        queue = self._queue
+        put = queue.put_nowait
+        recv = conn.recv
+        loads = orjson.loads
+        audio_delta = ev.AudioDelta
         try:
             while True:
-                data = await conn.recv_bytes()
+                data = await recv()
                 try:
-                    event = orjson.loads(data)
+                    event = loads(data)
                 except orjson.JSONDecodeError:
                     self._log.warning("upstream_frame_unreadable", size=len(data))
                     continue
@@ -247,6 +284,11 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
                     self._log.exception("upstream_event_unreadable", type=str(event.get("type")))
                     continue
                 for neutral in neutrals:
+                    if type(neutral) is audio_delta:  # the hot path: no task switch if possible
+                        sink = self._audio_sink
+                        if sink is None or not queue.empty() or not sink(neutral):
+                            put(neutral)
+                        continue
                     put(neutral)
                     if isinstance(neutral, ev.SpeechStarted):
                         self._guard_barge_in()
@@ -254,8 +296,8 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
                     await self._flush()
                 if codec.notes:
                     self._log_notes()
-        except ConnectionClosed as exc:
-            return exc.rcvd.code if exc.rcvd is not None else 1006
+        except UpstreamClosed as closed:
+            return closed.code
 
     async def _recover(self, code: int) -> bool:
         codec = self._codec
@@ -269,19 +311,28 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
         self._log.info("upstream_reconnecting", reason=reason)
         for neutral in codec.connection_lost():
             self._queue.put_nowait(neutral)
+        # A server going away may still be listening while it shuts down: the first attempt
+        # waits one initial backoff instead of landing on it (an expiry reconnects at once).
+        going_away = code == GOING_AWAY and not codec.expired
+
+        def delay(attempt: int) -> float:
+            if going_away and attempt == 1:
+                return self.options.reconnect_initial_s
+            return backoff_delay(attempt, self.options)
+
         return await self._reconnect_with(
             self._open,
             provider="OpenAI Realtime",
             reason=reason,
             progress=lambda: codec.completed_responses,
             attempts=self.options.reconnect_attempts,
-            delay=lambda attempt: backoff_delay(attempt, self.options),
+            delay=delay,
         )
 
     # -- writing -----------------------------------------------------------------------------
 
     def _sender(self) -> Callable[[str], Awaitable[None]] | None:
-        return None if self._conn is None else frame_sender(self._conn)
+        return None if self._conn is None else self._conn.send
 
     def _guard_barge_in(self) -> None:
         codec = self._codec
@@ -305,19 +356,6 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
         task.add_done_callback(self._side_tasks.discard)
 
 
-def frame_sender(conn: AsyncRealtimeConnection) -> Callable[[str], Awaitable[None]]:
-    """How to send one text frame on ``conn``: straight on its websockets connection.
-
-    The SDK's ``send_raw`` first runs the bookkeeping of its own reconnection queue, which this
-    transport never enables (it reconnects by itself); skipping it saves about 15 % of the
-    gateway's CPU per relayed audio frame (``scripts/bench relay``). Falls back to ``send_raw``
-    if an SDK release no longer has the attribute.
-    """
-    inner = getattr(conn, "_connection", None)
-    send = getattr(inner, "send", None)
-    return send if callable(send) else conn.send_raw
-
-
 @functools.lru_cache(maxsize=8)
 def _shared_client(api_key: str, base_url: str | None, ws_url: str | None) -> AsyncOpenAI:
     """One client per configuration, shared by every session: building one loads the CA bundle
@@ -325,7 +363,7 @@ def _shared_client(api_key: str, base_url: str | None, ws_url: str | None) -> As
     return AsyncOpenAI(api_key=api_key, base_url=base_url, websocket_base_url=ws_url, max_retries=0)
 
 
-async def _close_quietly(conn: AsyncRealtimeConnection | None) -> None:
+async def _close_quietly(conn: RealtimeSocket | None) -> None:
     if conn is not None:
         with contextlib.suppress(Exception):
             await conn.close()

@@ -166,3 +166,71 @@ async def test_an_ordered_event_keeps_its_place_behind_an_earlier_one() -> None:
     wire.open.set()
     await asyncio.wait_for(out.run(), 1)
     assert wire.frames == ["done", "ended"]
+
+
+class DirectWire(Wire):
+    """A socket that also takes audio synchronously while ``accepting`` (nothing unsent)."""
+
+    def __init__(self, *, open_: bool = True) -> None:
+        super().__init__(open_=open_)
+        self.accepting = True
+        self.direct: list[bytes] = []
+
+    def write_now(self, pcm: bytes) -> bool:
+        if not self.accepting:
+            return False
+        self.frames.append(pcm)
+        self.direct.append(pcm)
+        return True
+
+
+async def test_audio_is_written_at_once_when_nothing_waits_and_the_writer_is_idle() -> None:
+    wire = DirectWire()
+    out = Outbound(wire.text, wire.binary, max_audio_frames=10, write_audio_now=wire.write_now)
+    writer = asyncio.create_task(out.run())
+    await asyncio.sleep(0)  # the writer is now waiting for work
+    out.audio(b"a1")
+    out.audio(b"a2")
+    assert wire.direct == [b"a1", b"a2"]  # no task switch in between
+    out.close()
+    await asyncio.wait_for(writer, 1)
+    assert out.sent_audio == 2
+
+
+async def test_audio_waits_its_turn_behind_anything_queued() -> None:
+    wire = DirectWire(open_=False)
+    out = Outbound(wire.text, wire.binary, max_audio_frames=10, write_audio_now=wire.write_now)
+    writer = asyncio.create_task(out.run())
+    await asyncio.sleep(0)
+    out.event(b'{"type":"x"}')  # the writer takes it and blocks on the stalled socket
+    await asyncio.sleep(0)
+    out.audio(b"a1")  # the writer is busy: queued, not written ahead of the event
+    out.event(b'{"type":"done"}', after_audio=True)
+    await asyncio.sleep(0)
+    assert wire.direct == []
+    wire.open.set()
+    out.close()
+    await asyncio.wait_for(writer, 1)
+    assert wire.frames == ['{"type":"x"}', b"a1", '{"type":"done"}']
+
+
+async def test_a_socket_with_unsent_data_gets_audio_through_the_queue() -> None:
+    wire = DirectWire()
+    wire.accepting = False
+    dropped: list[int] = []
+    out = Outbound(
+        wire.text,
+        wire.binary,
+        max_audio_frames=1,
+        on_audio_dropped=lambda: dropped.append(1),
+        write_audio_now=wire.write_now,
+    )
+    writer = asyncio.create_task(out.run())
+    await asyncio.sleep(0)
+    out.audio(b"a1")
+    out.audio(b"a2")  # the queue holds one frame: the oldest goes, as without the fast path
+    out.close()
+    await asyncio.wait_for(writer, 1)
+    assert wire.direct == []
+    assert wire.frames == [b"a2"]
+    assert dropped == [1]
