@@ -1,17 +1,22 @@
 """``OpenAIRealtimeTransport``: the async shell around ``RealtimeCodec``.
 
-The official SDK client names the endpoint and the credentials; the socket is an aiohttp
-WebSocket (``upstream_socket``: the SDK's own ``websockets`` connection cost a fifth of the
-relay's CPU), or the SDK's ``realtime.connect`` when a client is passed in. Either way the shell
-works on raw frames: each server event decoded once with orjson, and frames the codec built sent
-as they are (the SDK's pydantic parsing is too costly for the audio path). The SDK's own
-reconnection stays off: it lands in a fresh server session with default settings. Instead, when
-the socket closes (the 60-minute cap, a drop, a server fault) this shell reconnects with backoff,
-sends ``session.update`` again and lets the codec replay the conversation and the uplink audio it
-buffered; the session sees one ``UpstreamRecovered``, or ``UpstreamFailed`` after the last attempt.
+The official SDK client names the endpoint and the credentials; the socket is the gateway's own
+(``upstream_socket``), or the SDK's ``realtime.connect`` when a client is passed in or a proxy
+is configured. Either way the shell works on raw frames: each server event decoded once with
+orjson, and frames the codec built sent as they are (the SDK's pydantic parsing is too costly for
+the audio path). The SDK's own reconnection stays off: it lands in a fresh server session with
+default settings. Instead, when the socket closes (the 60-minute cap, a drop, a server fault)
+this shell reconnects with backoff, sends ``session.update`` again and lets the codec replay the
+conversation and the uplink audio it buffered; the session sees one ``UpstreamRecovered``, or
+``UpstreamFailed`` after the last attempt.
 
-The hot path: an audio delta goes to the ``audio_sink`` the session set, synchronously, when no
-other event is queued before it (one task switch less per frame); otherwise it is queued.
+The hot path runs without a task switch per frame (``transports.base.DirectAudio``):
+
+- each server event is handled as the socket parses it (``_on_message``); an audio delta goes to
+  the ``audio_sink`` the session set, synchronously, when no other event is queued before it;
+- the session hands user audio over with ``send_audio_now`` while ``accepts_audio_now``, and
+  the codec's frames are written at once (``_flush_now``) unless the socket is full: then they
+  wait for an async flush, and ``accepts_audio_now`` says no until the socket has drained.
 """
 
 from __future__ import annotations
@@ -24,7 +29,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import orjson
 import structlog
 from openai import AsyncOpenAI, OpenAIError
@@ -45,10 +49,10 @@ from transports.openai_realtime.codec import RealtimeCodec
 from transports.openai_realtime.upstream_socket import (
     RealtimeSocket,
     SdkSocket,
-    UpstreamClosed,
     frame_sender,
-    open_aiohttp,
+    open_socket,
 )
+from transports.websocket.client import ConnectionClosed, HandshakeError, InvalidURL
 
 __all__ = [
     "AudioSink",
@@ -115,6 +119,8 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
         self._reader: asyncio.Task[None] | None = None
         self._side_tasks: set[asyncio.Task[None]] = set()
         self._timers: set[asyncio.TimerHandle] = set()
+        self._flush_pending = False  # frames wait for an async flush: the socket is full
+        self._failure: Exception | None = None  # a bug in the reading path ends the session
         self._log = _log
 
     # -- Transport protocol ------------------------------------------------------------------
@@ -180,7 +186,7 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
                     manager = self._client.realtime.connect(model=self._model)
                     conn = SdkSocket(await manager.enter())
                 else:
-                    conn = await open_aiohttp(self._client, self._model)
+                    conn = await open_socket(self._client, self._model)
                 codec.receive(await self._expect(conn, waiting_for))
                 await conn.send(codec.session_update())
                 waiting_for = "session.updated"
@@ -207,17 +213,21 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
                 f"{self.options.connect_timeout_s:g} s",
                 retryable=True,
             )
-        if isinstance(exc, InvalidStatus | aiohttp.WSServerHandshakeError):
-            status = exc.response.status_code if isinstance(exc, InvalidStatus) else exc.status
+        status = exc.response.status_code if isinstance(exc, InvalidStatus) else None
+        if isinstance(exc, HandshakeError) and exc.status is not None:
+            status = exc.status
+        if status is not None:
             return TransportError(
                 f"OpenAI Realtime refused the connection: HTTP {status}",
                 retryable=status >= 500 or status == 429,
             )
-        if isinstance(exc, InvalidURI | aiohttp.InvalidURL | aiohttp.NonHttpUrlClientError):
+        if isinstance(exc, InvalidURI | InvalidURL):
             return TransportError(f"OpenAI Realtime URL is not a WebSocket URL: {exc}")
-        if isinstance(exc, UpstreamClosed):
+        if isinstance(exc, ConnectionClosed):
             return TransportError(f"OpenAI Realtime closed the connection: {exc}", retryable=True)
-        if isinstance(exc, OSError | WebSocketException | aiohttp.ClientError):
+        if isinstance(exc, HandshakeError):
+            return TransportError(f"OpenAI Realtime handshake failed: {exc}", retryable=True)
+        if isinstance(exc, OSError | WebSocketException):
             return TransportError(f"cannot reach OpenAI Realtime: {exc}", retryable=True)
         if isinstance(exc, OpenAIError):
             return TransportError(f"OpenAI Realtime: {exc}")
@@ -261,43 +271,49 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
 
     async def _pump(self, conn: RealtimeSocket) -> int:
         """Relay one connection's events until it closes; returns the close code."""
+        conn.push(self._on_message)
+        code = await conn.wait_closed()
+        if self._failure is not None:
+            raise self._failure
+        return code
+
+    def _on_message(self, data: str | bytes) -> None:
+        """One server event, as the socket parsed it (the hot path: no await)."""
         codec = self._codec
-        assert codec is not None
-        queue = self._queue
-        put = queue.put_nowait
-        recv = conn.recv
-        loads = orjson.loads
-        audio_delta = ev.AudioDelta
+        if codec is None or self._closing:
+            return
         try:
-            while True:
-                data = await recv()
-                try:
-                    event = loads(data)
-                except orjson.JSONDecodeError:
-                    self._log.warning("upstream_frame_unreadable", size=len(data))
+            event = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            self._log.warning("upstream_frame_unreadable", size=len(data))
+            return
+        if type(event) is not dict:
+            return
+        try:
+            neutrals = codec.receive(event)
+        except Exception:  # one malformed event must not end the session
+            self._log.exception("upstream_event_unreadable", type=str(event.get("type")))
+            return
+        try:
+            queue = self._queue
+            for neutral in neutrals:
+                if type(neutral) is ev.AudioDelta:  # no task switch when nothing waits before it
+                    sink = self._audio_sink
+                    if sink is None or not queue.empty() or not sink(neutral):
+                        queue.put_nowait(neutral)
                     continue
-                if not isinstance(event, dict):
-                    continue
-                try:
-                    neutrals = codec.receive(event)
-                except Exception:  # one malformed event must not end the session
-                    self._log.exception("upstream_event_unreadable", type=str(event.get("type")))
-                    continue
-                for neutral in neutrals:
-                    if type(neutral) is audio_delta:  # the hot path: no task switch if possible
-                        sink = self._audio_sink
-                        if sink is None or not queue.empty() or not sink(neutral):
-                            put(neutral)
-                        continue
-                    put(neutral)
-                    if isinstance(neutral, ev.SpeechStarted):
-                        self._guard_barge_in()
-                if codec.outbox:
-                    await self._flush()
-                if codec.notes:
-                    self._log_notes()
-        except UpstreamClosed as closed:
-            return closed.code
+                queue.put_nowait(neutral)
+                if type(neutral) is ev.SpeechStarted:
+                    self._guard_barge_in()
+            if codec.outbox:
+                self._flush_now()
+            if codec.notes:
+                self._log_notes()
+        except Exception as exc:  # a bug here must end the session, not hang it
+            self._failure = exc
+            conn = self._conn
+            if conn is not None:
+                self._spawn(conn.close())
 
     async def _recover(self, code: int) -> bool:
         codec = self._codec
@@ -333,6 +349,38 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
 
     def _sender(self) -> Callable[[str], Awaitable[None]] | None:
         return None if self._conn is None else self._conn.send
+
+    def accepts_audio_now(self) -> bool:
+        """``send_audio_now`` may be called: connected, and the socket is not full (while it
+        is, audio takes ``send_audio``, whose await is the backpressure on the client)."""
+        return self._codec is not None and not self._closing and not self._flush_pending
+
+    def send_audio_now(self, pcm: bytes) -> None:
+        codec = self._codec
+        assert codec is not None
+        codec.audio(pcm)
+        if codec.outbox:
+            self._flush_now()
+
+    def _flush_now(self) -> None:
+        """Write the codec's frames without waiting; what the socket cannot take now waits
+        for one async flush (frames keep their order: see ``CodecShell._flush``)."""
+        codec, conn = self._codec, self._conn
+        if codec is None or conn is None or self._flush_pending:
+            return
+        outbox = codec.outbox
+        while outbox and codec.connected:
+            if not conn.send_now(outbox[0]):
+                self._flush_pending = True
+                self._spawn(self._flush_later())
+                return
+            outbox.popleft()
+
+    async def _flush_later(self) -> None:
+        try:
+            await self._flush()
+        finally:
+            self._flush_pending = False
 
     def _guard_barge_in(self) -> None:
         codec = self._codec

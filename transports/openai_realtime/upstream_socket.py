@@ -1,114 +1,122 @@
-"""The upstream WebSocket under ``OpenAIRealtimeTransport``: aiohttp's, or the official SDK's.
+"""The upstream WebSocket under ``OpenAIRealtimeTransport``: ours, or the official SDK's.
 
-The transport reads and writes raw text frames (``RealtimeSocket``); the socket under them is:
+The transport reads and writes raw text frames through ``RealtimeSocket``: ``recv`` during the
+provider's handshake, then ``push`` (every message to a callback), ``send_now``/``send`` to write,
+``wait_closed`` for the server's close code (1006: the connection ended without a close frame).
 
-- by default an aiohttp WebSocket (``open_aiohttp``) on the same event loop as the client side,
-  with aiohttp's C frame reader. The SDK client still decides where to connect and with which
-  credentials (``endpoint``: its WebSocket or REST base URL, its auth and default headers), as
-  its own ``realtime.connect`` would; only the socket is ours. Against the SDK's ``websockets``
-  connection (a frame parser and send path in Python) this cut the gateway's CPU per relayed
-  audio frame pair by 12-18 % (50 sessions × 50 frames/s, gateways measured side by side);
-- ``SdkSocket`` when a caller passes its own SDK client (``client=``): its ``realtime.connect``
-  opens the socket and the frames go straight to its ``websockets`` connection (``frame_sender``).
-
-Either way a close arrives as ``UpstreamClosed`` with the close code the server sent, or 1006
-when the connection went without a close frame.
+- By default the socket is ``transports.websocket.client``'s (``open_socket``): frames parsed in
+  ``data_received`` and handed to the transport at once. The SDK client still decides where to
+  connect and with which credentials (``endpoint``: its WebSocket or REST base URL, its auth and
+  default headers), as its own ``realtime.connect`` would; only the socket is ours. Against the
+  SDK's ``websockets`` connection (a reader task and a coroutine chain per frame) this roughly
+  halved the gateway's CPU per relayed audio frame pair (``scripts/bench relay``).
+- ``SdkSocket``, the SDK's ``realtime.connect``, when a caller passes its own SDK client, or when
+  the environment names a proxy for the endpoint (the SDK's ``websockets`` speaks to proxies; our
+  socket does not). Its frames go straight to the ``websockets`` connection (``frame_sender``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import urllib.parse
 import urllib.request
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
-import aiohttp
 from openai import AsyncOpenAI
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed as WebsocketsClosed
+
+from transports.websocket.client import ConnectionClosed, connect
+from transports.websocket.frames import CLOSE_ABNORMAL
 
 if TYPE_CHECKING:
     from openai.resources.realtime.realtime import AsyncRealtimeConnection
 
 __all__ = [
-    "AiohttpSocket",
+    "KEEPALIVE_S",
+    "MAX_SERVER_EVENT",
+    "ConnectionClosed",
     "RealtimeSocket",
     "SdkSocket",
-    "UpstreamClosed",
     "endpoint",
     "env_proxy",
     "frame_sender",
-    "open_aiohttp",
+    "open_socket",
 ]
 
-# The close code when the connection ended without a close frame (RFC 6455, 7.1.5).
-ABNORMAL_CLOSE = 1006
-NO_STATUS_CLOSE = 1005
-# Like websockets' default keepalive under the SDK: a ping every 20 s; no answer closes.
+# Like websockets' default keepalive under the SDK: a ping after 20 s of silence.
 KEEPALIVE_S = 20.0
-CLOSE_TIMEOUT_S = 2.0
-
-
-class UpstreamClosed(Exception):
-    """The upstream socket closed; ``code`` is the server's close code (1006 if none came)."""
-
-    def __init__(self, code: int) -> None:
-        super().__init__(f"upstream closed with code {code}")
-        self.code = code
+# The SDK sets no limit on the server's events; ours is generous but finite (a whole
+# conversation.item.retrieve of long audio is the largest event OpenAI sends).
+MAX_SERVER_EVENT = 256 * 1024 * 1024
 
 
 class RealtimeSocket(Protocol):
-    # One text frame out; a bound method, fetched once per connection by the hot path.
-    send: Callable[[str], Awaitable[None]]
-
     async def recv(self) -> str | bytes:
-        """The next data frame; raises ``UpstreamClosed`` once the socket is closed."""
+        """The next message before ``push``; raises ``ConnectionClosed`` once closed."""
+        ...
+
+    def push(self, on_message: Callable[[str | bytes], None]) -> None:
+        """Every message from now on (queued ones first) goes to ``on_message``."""
+        ...
+
+    async def wait_closed(self) -> int:
+        """The server's close code, once the connection is closed."""
+        ...
+
+    def send_now(self, text: str) -> bool:
+        """Write one frame now; False (nothing written) when that would have to wait."""
+        ...
+
+    async def send(self, text: str) -> None:
+        """Write one frame (before any await) and wait while the socket is full."""
         ...
 
     async def close(self) -> None: ...
 
 
-class AiohttpSocket:
-    """An aiohttp client WebSocket and the client session that owns its connection."""
-
-    def __init__(self, ws: aiohttp.ClientWebSocketResponse, http: aiohttp.ClientSession) -> None:
-        self._ws = ws
-        self._http = http
-        self.send: Callable[[str], Awaitable[None]] = ws.send_str
-
-    async def recv(self) -> str | bytes:
-        msg = await self._ws.receive()
-        if msg.type is aiohttp.WSMsgType.TEXT or msg.type is aiohttp.WSMsgType.BINARY:
-            data: str | bytes = msg.data
-            return data
-        if msg.type is aiohttp.WSMsgType.CLOSE:  # the server's close frame, with its code
-            code = msg.data if isinstance(msg.data, int) and msg.data else NO_STATUS_CLOSE
-            raise UpstreamClosed(code)
-        # Gone without a close frame (a drop, a protocol error): 1006, as websockets reports it.
-        raise UpstreamClosed(ABNORMAL_CLOSE)
-
-    async def close(self) -> None:
-        try:
-            await self._ws.close()
-        finally:
-            await self._http.close()
-
-
 class SdkSocket:
-    """The SDK's realtime connection, read and written as raw frames."""
+    """The SDK's realtime connection, read by a task of its own and written as raw frames."""
 
     def __init__(self, conn: AsyncRealtimeConnection) -> None:
         self._conn = conn
-        self.send = frame_sender(conn)
+        self._send = frame_sender(conn)
+        self._reader: asyncio.Task[int] | None = None
+
+    async def send(self, text: str) -> None:
+        await self._send(text)
 
     async def recv(self) -> str | bytes:
         try:
             return await self._conn.recv_bytes()
-        except ConnectionClosed as exc:
-            raise UpstreamClosed(
-                exc.rcvd.code if exc.rcvd is not None else ABNORMAL_CLOSE
+        except WebsocketsClosed as exc:
+            raise ConnectionClosed(
+                exc.rcvd.code if exc.rcvd is not None else CLOSE_ABNORMAL
             ) from None
 
+    def push(self, on_message: Callable[[str | bytes], None]) -> None:
+        self._reader = asyncio.create_task(self._read(on_message))
+
+    async def _read(self, on_message: Callable[[str | bytes], None]) -> int:
+        try:
+            while True:
+                on_message(await self.recv())
+        except ConnectionClosed as closed:
+            return closed.code
+
+    async def wait_closed(self) -> int:
+        assert self._reader is not None, "push() first"
+        return await asyncio.shield(self._reader)
+
+    def send_now(self, text: str) -> bool:
+        return False  # websockets' send is a coroutine: the caller awaits ``send``
+
     async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader
         await self._conn.close()
 
 
@@ -149,39 +157,25 @@ def endpoint(client: AsyncOpenAI, model: str) -> tuple[str, dict[str, str]]:
 
 
 def env_proxy(url: str) -> str | None:
-    """The HTTP proxy the environment names for ``url``, as websockets (the SDK's socket)
-    would pick it (``wss``/``ws`` first, then ``https``, then ``http`` for ``ws``); SOCKS
-    proxies are not supported by aiohttp and are ignored."""
+    """The proxy the environment names for ``url``, as websockets (the SDK's socket) would pick
+    it: ``wss``/``ws`` first, then ``https``, then ``http`` for ``ws``; ``all_proxy`` last."""
     parts = urllib.parse.urlsplit(url)
     secure = parts.scheme == "wss"
     port = parts.port or (443 if secure else 80)
     if urllib.request.proxy_bypass(f"{parts.hostname}:{port}"):
         return None
     proxies = urllib.request.getproxies()
-    for scheme in ("wss", "https") if secure else ("ws", "https", "http"):
-        proxy = proxies.get(scheme)
-        if proxy and proxy.startswith(("http://", "https://")):
-            return proxy
+    for scheme in ("wss", "https", "all") if secure else ("ws", "https", "http", "all"):
+        if proxies.get(scheme):
+            return proxies[scheme]
     return None
 
 
-async def open_aiohttp(client: AsyncOpenAI, model: str) -> AiohttpSocket:
-    """A new aiohttp WebSocket to the endpoint ``client`` names. Raises what aiohttp raises
-    (``WSServerHandshakeError`` with the HTTP status for a refusal, ``ClientError``, OSError)."""
+async def open_socket(client: AsyncOpenAI, model: str) -> RealtimeSocket:
+    """A new socket to the endpoint ``client`` names: ours, or the SDK's behind a proxy.
+    Raises what the connection raises (``HandshakeError`` with the HTTP status of a refusal,
+    ``OSError``, the SDK's errors)."""
     url, headers = endpoint(client, model)
-    http = aiohttp.ClientSession()
-    try:
-        ws = await http.ws_connect(
-            url,
-            headers=headers,
-            proxy=env_proxy(url),
-            compress=0,  # as the SDK: no permessage-deflate
-            max_msg_size=0,  # as the SDK: no limit on the server's events
-            autoping=True,
-            heartbeat=KEEPALIVE_S,
-            timeout=aiohttp.ClientWSTimeout(ws_close=CLOSE_TIMEOUT_S),
-        )
-    except BaseException:
-        await http.close()
-        raise
-    return AiohttpSocket(ws, http)
+    if env_proxy(url) is not None:
+        return SdkSocket(await client.realtime.connect(model=model).enter())
+    return await connect(url, headers, max_message=MAX_SERVER_EVENT, keepalive_s=KEEPALIVE_S)

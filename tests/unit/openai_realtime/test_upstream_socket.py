@@ -1,4 +1,4 @@
-"""Where the aiohttp upstream socket connects: the SDK client's endpoint, headers and proxy."""
+"""Where the upstream socket connects: the SDK client's endpoint, headers and proxy."""
 
 from __future__ import annotations
 
@@ -52,6 +52,6 @@ def test_the_environment_proxy_is_used_as_websockets_would(
     assert env_proxy("ws://h/v1/realtime") == "http://proxy:3128"  # https first, as websockets
     monkeypatch.setenv("no_proxy", "api.openai.com")
     assert env_proxy("wss://api.openai.com/v1/realtime") is None
-    monkeypatch.setenv("https_proxy", "socks5h://proxy:1080")  # aiohttp speaks no SOCKS
+    monkeypatch.setenv("https_proxy", "socks5h://proxy:1080")  # the SDK's socket takes it
     monkeypatch.delenv("http_proxy")
-    assert env_proxy("wss://elsewhere.example/v1/realtime") is None
+    assert env_proxy("wss://elsewhere.example/v1/realtime") == "socks5h://proxy:1080"
