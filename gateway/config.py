@@ -66,6 +66,8 @@ class Settings(BaseSettings):
     outbound_audio_frames: int = 200
     # Events queued for a client that does not read; past this the connection is dropped.
     outbound_control_bytes: int = 8 * 1024 * 1024
+    # A client silent this long is pinged; silent as long again, it is dropped (0: never).
+    client_keepalive_s: float = Field(default=30.0, ge=0)
     default_instructions: str = "You are a helpful, concise assistant."
 
     # Per-mode budgets (TOOLS.md section 4).

@@ -10,14 +10,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jwt
 import structlog
-from aiohttp import WSMsgType, web
+from aiohttp import web
 
+from gateway.client_socket import ClientSocket, HandshakeRefused
 from gateway.config import Settings
 from gateway.observability import Metrics
 from gateway.protocol import (
@@ -34,7 +36,6 @@ from gateway.protocol import (
     decode_text,
     encode,
 )
-from gateway.protocol.wsframe import binary_frame
 from gateway.registry import Registry
 from gateway.session import Outbound, Session, SessionUser
 from gateway.sessions import SessionManager, StartRefused
@@ -60,8 +61,12 @@ INDEX_HEADERS = {
 RECENT_PEERS_PRUNE_AT = 4096
 
 
-def _json_error(status: int, code: str, message: str) -> web.Response:
-    return web.json_response({"error": {"code": code, "message": message}}, status=status)
+def _json_error(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> web.Response:
+    return web.json_response(
+        {"error": {"code": code, "message": message}}, status=status, headers=headers
+    )
 
 
 @dataclass(slots=True)
@@ -179,50 +184,44 @@ class GatewayServer:
         if isinstance(user, str):
             return _json_error(401, "unauthorized", user)
         limit = max(self.settings.max_text_frame, self.settings.max_binary_frame)
-        # Headroom over our own limits, so an oversized frame gets a payload_too_large error;
-        # a frame beyond it is refused by the transport (close 1009).
-        ws = web.WebSocketResponse(
-            max_msg_size=limit + TRANSPORT_HEADROOM, compress=False, heartbeat=30
-        )
-        await ws.prepare(request)
-        transport = request.transport
-
-        def write_audio_now(pcm: bytes) -> bool:
-            # The hot path (Outbound): straight to the socket unless it still has unsent data.
-            if ws.closed or transport is None or transport.is_closing():
-                return False
-            if transport.get_write_buffer_size():
-                return False
-            transport.write(binary_frame(pcm))
-            return True
+        try:
+            # Headroom over our own limits, so an oversized frame gets a payload_too_large
+            # error; a frame that reaches it is refused by the socket (close 1009).
+            sock = await ClientSocket.accept(
+                request,
+                max_message=limit + TRANSPORT_HEADROOM - 1,
+                keepalive_s=self.settings.client_keepalive_s,
+            )
+        except HandshakeRefused as bad:
+            return _json_error(bad.status, "bad_request", str(bad), bad.headers)
 
         def cut_off() -> None:
             # Not reading at all: drop the connection (the session stays resumable).
             self.metrics.slow_clients.inc()
             _log.warning("client_not_reading", peer=request.remote)
-            if transport is not None:
-                transport.abort()
+            sock.abort()
 
         outbound = Outbound(
-            ws.send_str,
-            ws.send_bytes,
+            sock.send_text,
+            sock.send_bytes,
             max_audio_frames=self.settings.outbound_audio_frames,
             max_control_bytes=self.settings.outbound_control_bytes,
             on_audio_dropped=self.metrics.audio_dropped.inc,
             on_overflow=cut_off,
-            write_audio_now=write_audio_now,
+            write_audio_now=sock.write_binary_now,
         )
         writer = asyncio.create_task(outbound.run())
         session: Session | None = None
         close_code = 1000
         try:
-            started = await self._await_start(ws, outbound, user)
+            started = await self._await_start(sock, outbound, user)
             if isinstance(started, Session):
                 session = started
-                await self._serve(ws, session, outbound)
+                await self._serve(sock, session, outbound)
             else:
                 close_code = started
         finally:
+            sock.direct_binary = None
             # Park unless the session ended or another socket has taken it over.
             if session is not None and not session.ended.is_set() and session.outbound is outbound:
                 self.manager.park(session)
@@ -233,22 +232,21 @@ class GatewayServer:
                 writer.cancel()
             if session is not None and session.end_reason is EndReason.ERROR:
                 close_code = 1011
-            if not ws.closed:
-                await ws.close(code=close_code)
-        return ws
+            await sock.close(close_code)
+        return sock.response
 
     def _send(self, outbound: Outbound, event: Any) -> None:
         outbound.event(encode(event))
 
     async def _await_start(
-        self, ws: web.WebSocketResponse, outbound: Outbound, user: SessionUser
+        self, sock: ClientSocket, outbound: Outbound, user: SessionUser
     ) -> Session | int:
         """The started session, or the close code for a connection that ends before one."""
         deadline = time.monotonic() + self.settings.session_start_timeout_s
         while True:
             remaining = deadline - time.monotonic()
             try:
-                msg = await asyncio.wait_for(ws.receive(), timeout=max(remaining, 0.001))
+                message = await asyncio.wait_for(sock.receive(), timeout=max(remaining, 0.001))
             except TimeoutError:
                 self._send(
                     outbound,
@@ -260,10 +258,10 @@ class GatewayServer:
                     ),
                 )
                 return 1008
-            if msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
+            if message is None:
                 return 1000
             try:
-                event = self._decode(msg)
+                event = self._decode(message)
             except ProtocolError as exc:
                 self._send(outbound, ErrorEvent.from_error(exc))
                 continue
@@ -307,34 +305,32 @@ class GatewayServer:
                     ),
                 )
 
-    def _decode(self, msg: Any) -> Any:
-        if msg.type == WSMsgType.TEXT:
-            return decode_text(msg.data, max_bytes=self.settings.max_text_frame)
-        if msg.type == WSMsgType.BINARY:
-            return decode_binary(msg.data, max_bytes=self.settings.max_binary_frame)
-        raise ProtocolError(ErrorCode.INVALID_EVENT, "unsupported frame type")
+    def _decode(self, message: str | bytes) -> Any:
+        if isinstance(message, str):
+            return decode_text(message, max_bytes=self.settings.max_text_frame)
+        return decode_binary(message, max_bytes=self.settings.max_binary_frame)
 
-    async def _serve(self, ws: web.WebSocketResponse, session: Session, outbound: Outbound) -> None:
-        reader = asyncio.create_task(self._read(ws, session))
+    async def _serve(self, sock: ClientSocket, session: Session, outbound: Outbound) -> None:
+        reader = asyncio.create_task(self._read(sock, session))
         ended = asyncio.create_task(session.ended.wait())
         released = asyncio.create_task(outbound.released.wait())
         try:
             await asyncio.wait([reader, ended, released], return_when=asyncio.FIRST_COMPLETED)
         finally:
+            sock.direct_binary = None
             for task in (reader, ended, released):
                 task.cancel()
         if session.ended.is_set():
             await self.manager.forget(session)
 
-    async def _read(self, ws: web.WebSocketResponse, session: Session) -> None:
-        async for msg in ws:
-            if msg.type == WSMsgType.ERROR:
-                return
-            binary = msg.type == WSMsgType.BINARY
-            (self.metrics.binary_in if binary else self.metrics.text_in).inc()
+    async def _read(self, sock: ClientSocket, session: Session) -> None:
+        sock.direct_binary = self._direct_audio(session)
+        binary_in, text_in = self.metrics.binary_in, self.metrics.text_in
+        while (message := await sock.receive()) is not None:
+            (text_in if isinstance(message, str) else binary_in).inc()
             event: Any = None
             try:
-                event = self._decode(msg)
+                event = self._decode(message)
                 await session.on_client_event(event)
             except ProtocolError as exc:
                 session.emit(ErrorEvent.from_error(exc))
@@ -347,6 +343,26 @@ class GatewayServer:
                 )
             if session.ended.is_set():
                 return
+
+    def _direct_audio(self, session: Session) -> Callable[[bytes], bool]:
+        """The socket's hot path for this session's binary frames (``Session.audio_now``);
+        a frame it declines takes the event path, which says what is wrong with it."""
+        binary_in = self.metrics.binary_in
+        max_bytes = self.settings.max_binary_frame
+
+        def take(pcm: bytes) -> bool:
+            if len(pcm) > max_bytes or session.ended.is_set():
+                return False
+            try:
+                if not session.audio_now(pcm):
+                    return False
+            except Exception:  # handled (perhaps in part): never run it a second time
+                _log.exception("client_audio_failed", session_id=session.session_id)
+                session.error(ErrorCode.INTERNAL, "internal error handling that audio")
+            binary_in.inc()
+            return True
+
+        return take
 
     async def drain(self) -> None:
         """SIGTERM: refuse new sessions, then end the open ones (``SessionManager.drain``)."""

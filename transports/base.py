@@ -7,15 +7,16 @@ mono at the transport's own rates (``Capabilities``); the session resamples for 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from transports.events import UpstreamEvent
+from transports.events import AudioDelta, UpstreamEvent
 
 __all__ = [
     "Capabilities",
     "ConversationItem",
+    "DirectAudio",
     "ToolDeclaration",
     "ToolResult",
     "Transport",
@@ -140,3 +141,21 @@ class Transport(Protocol):
     ) -> None: ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class DirectAudio(Protocol):
+    """What a transport may add for the audio hot path: audio crossing without a task switch.
+
+    - ``set_audio_sink``: each ``AudioDelta`` goes to the sink as the transport reads it, when
+      no other event is queued before it; the sink returns False to have it queued after all.
+    - ``accepts_audio_now`` / ``send_audio_now``: user audio handed over synchronously; while
+      the upstream cannot take it at once (a full socket), ``accepts_audio_now`` says no and the
+      audio takes ``send_audio``, whose await holds the client back.
+    """
+
+    def set_audio_sink(self, sink: Callable[[AudioDelta], bool] | None) -> None: ...
+
+    def accepts_audio_now(self) -> bool: ...
+
+    def send_audio_now(self, pcm: bytes) -> None: ...

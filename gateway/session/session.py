@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal
 
 import structlog
 
@@ -67,7 +67,7 @@ from gateway.store import SessionSnapshot
 from gateway.toolrun import Caller, ModeBudget, ToolRunner
 from tools._core import Intent
 from transports import events as up
-from transports.base import ConversationItem, Transport
+from transports.base import ConversationItem, DirectAudio, Transport
 
 __all__ = ["Session", "SessionUser"]
 
@@ -79,14 +79,6 @@ UPSTREAM_CLOSE_TIMEOUT_S = 5.0
 # A cancelled tool batch finishes within its calls' hard timeouts; past this the next response
 # starts anyway (its order is then the provider's).
 HELD_RESPONSE_WAIT_S = 6.0
-
-
-@runtime_checkable
-class _AudioSinkTransport(Protocol):
-    """A transport that can hand audio deltas over synchronously (OpenAI Realtime's): the
-    sink takes one when it returns True, else the transport queues it with the other events."""
-
-    def set_audio_sink(self, sink: Callable[[up.AudioDelta], bool] | None) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +159,8 @@ class Session:
         self._closing: asyncio.Task[None] | None = None
         # run_upstream is handling an event: an audio delta must wait its turn in the queue.
         self._upstream_busy = False
+        # The transport's audio hot path, if it has one (transports.base.DirectAudio).
+        self._direct = transport if isinstance(transport, DirectAudio) else None
         self._control_events = TokenBucket(client_events_per_s, client_events_burst)
         self._log = _log.bind(session_id=session_id, user_id=user.user_id)
         self.restore(setup)
@@ -309,6 +303,25 @@ class Session:
         elif isinstance(event, SessionStart):
             self.error(ErrorCode.ALREADY_STARTED, "the session has already started", event.event_id)
 
+    def audio_now(self, pcm: bytes) -> bool:
+        """A client's binary audio frame on the hot path, as the socket parses it: True when
+        handled here; False when it must take ``on_client_event`` (not in voice mode, a
+        message waiting for the user's next turn, or an upstream that cannot take it now)."""
+        direct = self._direct
+        if (
+            direct is None
+            or self.mode != "voice"
+            or self.intents.pending_messages
+            or not direct.accepts_audio_now()
+        ):
+            return False
+        self.last_activity = self.clock.monotonic()
+        assert self._up_in is not None
+        resampled = self._up_in.process(pcm)
+        if resampled:
+            direct.send_audio_now(resampled)
+        return True
+
     async def _user_audio(self, pcm: bytes, event_id: str | None) -> None:
         if self.mode != "voice":
             self.error(ErrorCode.INVALID_EVENT, "audio is accepted in voice mode only", event_id)
@@ -378,7 +391,7 @@ class Session:
     # -- upstream → gateway ------------------------------------------------------------------
 
     async def run_upstream(self) -> None:
-        direct = self.transport if isinstance(self.transport, _AudioSinkTransport) else None
+        direct = self._direct
         if direct is not None:
             direct.set_audio_sink(self._take_audio)
         try:

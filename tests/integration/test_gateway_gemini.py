@@ -339,6 +339,7 @@ async def test_a_go_away_during_a_reply_resumes_after_that_reply(
         await first.go_away(20.0)  # plenty of time: the gateway waits for the reply to end
         await client.until_reply()
         second = await paced.wait_connections(2)
+        await second.wait_for("setup", direction="in")  # accepted first, then set up
         issued = [
             m["sessionResumptionUpdate"]["newHandle"]
             for m in first.sent("sessionResumptionUpdate")

@@ -36,7 +36,7 @@ import ssl
 import urllib.parse
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Final
+from typing import Final, cast
 
 import structlog
 
@@ -191,8 +191,8 @@ class ClientConnection(asyncio.Protocol):
     # -- asyncio.Protocol ----------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's transports implement asyncio.Transport without subclassing it
+        self._transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         if not self._open:
