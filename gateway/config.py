@@ -45,6 +45,8 @@ class Settings(BaseSettings):
     redis_url: str | None = None
     log_format: Literal["json", "console"] = "json"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    # The event loop of `gateway serve`: uvloop where it is installed (Linux, macOS), or asyncio.
+    event_loop: Literal["uvloop", "asyncio"] = "uvloop"
 
     # Protocol limits (PROTOCOL.md sections 3 and 4).
     max_text_frame: int = 256 * 1024

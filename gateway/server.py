@@ -325,9 +325,12 @@ class GatewayServer:
 
     async def _read(self, sock: ClientSocket, session: Session) -> None:
         sock.direct_binary = self._direct_audio(session)
-        binary_in, text_in = self.metrics.binary_in, self.metrics.text_in
+        frames = self.metrics.frames
         while (message := await sock.receive()) is not None:
-            (text_in if isinstance(message, str) else binary_in).inc()
+            if isinstance(message, str):
+                frames.text_in += 1
+            else:
+                frames.binary_in += 1
             event: Any = None
             try:
                 event = self._decode(message)
@@ -347,7 +350,7 @@ class GatewayServer:
     def _direct_audio(self, session: Session) -> Callable[[bytes], bool]:
         """The socket's hot path for this session's binary frames (``Session.audio_now``);
         a frame it declines takes the event path, which says what is wrong with it."""
-        binary_in = self.metrics.binary_in
+        frames = self.metrics.frames
         max_bytes = self.settings.max_binary_frame
 
         def take(pcm: bytes) -> bool:
@@ -359,7 +362,7 @@ class GatewayServer:
             except Exception:  # handled (perhaps in part): never run it a second time
                 _log.exception("client_audio_failed", session_id=session.session_id)
                 session.error(ErrorCode.INTERNAL, "internal error handling that audio")
-            binary_in.inc()
+            frames.binary_in += 1
             return True
 
         return take

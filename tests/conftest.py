@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
+import uvloop
 
 from gateway.registry import Registry, load_registry
 from registry_build import build_registry
 from registry_build.build import serialize_artifact
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """asyncio's loop for every test; a test marked ``both_loops`` runs on uvloop too (the loop
+    ``gateway serve`` uses: its transports are not asyncio's classes)."""
+    if item.get_closest_marker("both_loops") is not None:
+        return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+    return {"asyncio": asyncio.new_event_loop}
+
+
 FIXTURES = REPO / "tests" / "fixtures"
 
 

@@ -148,6 +148,7 @@ class Session:
         self._response: _Response | None = None
         self._up_in: StreamResampler | None = None
         self._up_out: StreamResampler | None = None
+        self._ms_per_output_byte = 0.0
         self._tool_tasks: set[asyncio.Task[None]] = set()
         # Response ends held back until that response's tool batch has reported to the client.
         self._held_done: dict[str, up.ResponseDone] = {}
@@ -209,6 +210,7 @@ class Session:
         caps = self.transport.capabilities
         self._up_in = StreamResampler(self.input_rate, caps.input_rate)
         self._up_out = StreamResampler(caps.output_rate, self.output_rate)
+        self._ms_per_output_byte = 1000 / 2 / caps.output_rate  # PCM16 at the provider's rate
         self.state = transition(self.state, "started")
 
     def attach(self, outbound: Outbound) -> None:
@@ -249,7 +251,7 @@ class Session:
             # A response's end follows its audio; session.ended is the very last frame.
             ordered = isinstance(event, ResponseDone | SessionEnded)
             self.outbound.event(encode(event), after_audio=ordered)
-            self.metrics.text_out.inc()
+            self.metrics.frames.text_out += 1
 
     def error(self, code: ErrorCode, message: str, event_id: str | None = None) -> None:
         # ProtocolError owns the per-code retryable/fatal defaults.
@@ -429,12 +431,12 @@ class Session:
             return
         assert self._up_out is not None
         pcm = self._up_out.process(event.pcm)
-        r.audio_ms += len(event.pcm) / 2 / self.transport.capabilities.output_rate * 1000
+        r.audio_ms += len(event.pcm) * self._ms_per_output_byte
         if pcm and self.outbound is not None:
             if r.first_audio_at is None:
                 r.first_audio_at = now
             self.outbound.audio(pcm)
-            self.metrics.audio_out.inc()
+            self.metrics.frames.audio_out += 1
 
     async def _on_upstream(self, event: up.UpstreamEvent) -> None:
         now = self.clock.monotonic()

@@ -30,6 +30,9 @@ from transports.openai_realtime.codec import NOT_RUN_OUTPUT
 from transports.openai_realtime.fake_server import FakeConnection, FakeOptions, FakeRealtimeServer
 
 FakeFactory = Callable[..., Awaitable[FakeRealtimeServer]]
+# The gateway serves on uvloop by default: the whole relay runs on both loops.
+pytestmark = pytest.mark.both_loops
+
 LONG_REPLY = " ".join(f"word{n}" for n in range(40))  # 4 s of speech
 
 

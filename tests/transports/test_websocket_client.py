@@ -23,6 +23,9 @@ from transports.websocket.client import (
     connect,
 )
 
+# The gateway serves on uvloop by default: this socket must work on both loops.
+pytestmark = pytest.mark.both_loops
+
 Handler = Callable[[ServerConnection], Awaitable[None]]
 
 

@@ -132,6 +132,10 @@ class FrameReader:
     def feed(self, data: bytes) -> list[Message]:
         if self._failed:
             return []
+        if not self._buffer and not self._message_opcode:
+            whole = self._one_whole_frame(data)
+            if whole is not None:
+                return whole
         buffer = self._buffer
         if buffer:
             buffer += data
@@ -147,6 +151,38 @@ class FrameReader:
             self._failed = True
             self._buffer.clear()
             raise
+
+    def _one_whole_frame(self, data: bytes) -> list[Message] | None:
+        """The common case, checked first: ``data`` is exactly one final, unfragmented text or
+        binary frame under 64 KiB. None for anything else (the general parser decides)."""
+        size = len(data)
+        if size < 2:
+            return None
+        first, second = data[0], data[1]
+        if (first != 0x82 and first != 0x81) or bool(second & 0x80) is not self._masked:
+            return None
+        length = second & 0x7F
+        if length < 126:
+            header = 2
+        elif length == 126 and size >= 4:
+            length = (data[2] << 8) | data[3]
+            header = 4
+        else:
+            return None
+        if self._masked:
+            header += 4
+        if header + length != size or length > self._max:
+            return None
+        payload = data[header:]
+        if self._masked:
+            payload = apply_mask(payload, data[header - 4 : header])
+        if first == 0x82:
+            return [(OP_BINARY, payload)]
+        try:
+            return [(OP_TEXT, payload.decode("utf-8"))]
+        except UnicodeDecodeError:
+            self._failed = True
+            raise ProtocolViolation(CLOSE_INVALID_DATA, "text frame is not UTF-8") from None
 
     def _parse(self, data: bytes) -> list[Message]:
         messages: list[Message] = []
