@@ -427,7 +427,7 @@ class Session:
         r = self._response
         if r is None or r.interrupted or self.mode != "voice":
             return
-        if self.intents.audio_suppressed(now):
+        if self.intents.audio.active(now):  # SUPPRESS_AUDIO
             return
         assert self._up_out is not None
         pcm = self._up_out.process(event.pcm)

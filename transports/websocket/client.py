@@ -207,8 +207,17 @@ class ClientConnection(asyncio.Protocol):
             self._fail(violation.code)
             return
         self._received += 1
+        on_message = self._on_message
         for opcode, payload in messages:
-            self._message(opcode, payload)
+            if opcode <= OP_BINARY and on_message is not None:  # the hot path, one call less
+                try:
+                    on_message(payload)
+                except Exception:  # the owner's bug must not kill the loop's protocol callback
+                    _log.exception("upstream_message_handler_failed")
+                    self._fail(CLOSE_INTERNAL_ERROR)
+                    return
+            else:
+                self._message(opcode, payload)
 
     def pause_writing(self) -> None:
         self._paused = True
