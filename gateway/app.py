@@ -150,6 +150,8 @@ async def serve(settings: Settings) -> None:
         await asyncio.wait_for(server.drain(), timeout=12)
     finally:
         await runner.cleanup()
+        if isinstance(server.manager.audit, StructlogAuditSink):
+            server.manager.audit.flush()  # records of the last moments are kept too
     _log.info("gateway_stopped")
 
 

@@ -9,6 +9,8 @@ from typing import Literal
 
 import structlog
 
+from gateway.toolrun.audit import AUDIT_LOGGER
+
 __all__ = ["configure_logging"]
 
 
@@ -25,7 +27,12 @@ def configure_logging(fmt: Literal["json", "console"], level: str = "info") -> N
         else structlog.dev.ConsoleRenderer(colors=False)
     )
     structlog.configure(
-        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        # A record below its logger's level is dropped before any processing.
+        processors=[
+            structlog.stdlib.filter_by_level,
+            *shared,
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,
@@ -46,3 +53,5 @@ def configure_logging(fmt: Literal["json", "console"], level: str = "info") -> N
     root.setLevel(level.upper())
     # aiohttp's access log would log every request line; the gateway logs what matters itself.
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    # The audit trail is kept whatever GATEWAY_LOG_LEVEL says (it is not diagnostics).
+    logging.getLogger(AUDIT_LOGGER).setLevel(logging.INFO)

@@ -72,6 +72,7 @@ class ToolRunner:
         self._dedupe_window = dedupe_window
         # call id → the future of its outcome; finished ones kept (bounded) to answer duplicates.
         self._calls: OrderedDict[str, asyncio.Future[CallOutcome]] = OrderedDict()
+        # call id → the task running its handler (the batch's, or the call's own in a batch)
         self._running: dict[str, asyncio.Task[Any]] = {}
         # Calls of a batch that have not started yet (waiting for a call they depend on).
         self._queued: set[str] = set()
@@ -118,6 +119,10 @@ class ToolRunner:
         finish, whatever their outcome. Outcomes come back in the order of ``calls``.
         ``decisions`` (one per call; default executed) is what the audit records.
         """
+        if len(calls) == 1:  # the common case runs in the caller's task: no task switch
+            decision = decisions[0] if decisions is not None else AuditDecision.EXECUTED
+            self._queued.add(calls[0].call_id)
+            return [await self._run_after([], calls[0], caller, decision)]
         tasks: list[asyncio.Task[CallOutcome]] = []
         for index, call in enumerate(calls):
             spec = self.registry.get(call.tool_id)
@@ -269,12 +274,17 @@ class ToolRunner:
             catalog=self.registry,
             logger=_log.bind(session_id=caller.session_id, call_id=call.call_id, tool=spec.tool_id),
         )
-        task: asyncio.Task[Any] = asyncio.create_task(spec.handler(args, ctx))
-        self._running[call.call_id] = task
+        # The handler runs in this task (a task of its own would cost two task switches per
+        # call): ``cancel`` cancels this task, and only the handler's await sees it.
+        current = asyncio.current_task()
+        assert current is not None
+        self._running[call.call_id] = current
         timeout_s = self.hard_timeout_ms(spec, caller.mode) / 1000.0
         try:
             async with asyncio.timeout(timeout_s):
-                result = await task
+                result = await spec.handler(args, ctx)
+            if call.call_id in self._cancel_requested:
+                current.uncancel()  # the handler swallowed the cancellation: its result stands
         except TimeoutError:
             return ToolResponse.failure(
                 ToolErrorType.TIMEOUT,
@@ -283,9 +293,9 @@ class ToolRunner:
                 partial_side_effects=spec.category == "action",
             )
         except asyncio.CancelledError:
-            current = asyncio.current_task()
-            ours = current is not None and current.cancelling() > 0
-            if call.call_id in self._cancel_requested and not ours:
+            # The provider's cancellation of this call is absorbed; any other (the session
+            # ending) goes on up.
+            if call.call_id in self._cancel_requested and current.uncancel() == 0:
                 return None
             raise
         except ToolError as exc:

@@ -266,6 +266,7 @@ async def test_nothing_outside_the_allowlist_reaches_audit_or_client(
     runner = ToolRunner(runner_registry, data_dir=tmp_path, audit=StructlogAuditSink())
     with capture_logs() as logs:
         outcome = await runner.run(ToolCall("s", "secretive", {}), CALLER)
+        await asyncio.sleep(0)  # the audit line is written just after the step
     # The model gets everything; the client and the audit log get the projection only.
     assert outcome.envelope["data"]["ssn"] == "123-45-6789"
     expected = {

@@ -119,7 +119,8 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
         self._reader: asyncio.Task[None] | None = None
         self._side_tasks: set[asyncio.Task[None]] = set()
         self._timers: set[asyncio.TimerHandle] = set()
-        self._flush_pending = False  # frames wait for an async flush: the socket is full
+        # Frames wait for this flush: the socket was full.
+        self._flush_task: asyncio.Task[None] | None = None
         self._failure: Exception | None = None  # a bug in the reading path ends the session
         self._log = _log
 
@@ -353,7 +354,7 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
     def accepts_audio_now(self) -> bool:
         """``send_audio_now`` may be called: connected, and the socket is not full (while it
         is, audio takes ``send_audio``, whose await is the backpressure on the client)."""
-        return self._codec is not None and not self._closing and not self._flush_pending
+        return self._codec is not None and not self._closing and self._flush_task is None
 
     def send_audio_now(self, pcm: bytes) -> None:
         codec = self._codec
@@ -363,24 +364,35 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
             self._flush_now()
 
     def _flush_now(self) -> None:
-        """Write the codec's frames without waiting; what the socket cannot take now waits
-        for one async flush (frames keep their order: see ``CodecShell._flush``)."""
+        """Write the codec's frames without waiting, all in one write (a tool's output and the
+        ``response.create`` after it cost one system call); what the socket cannot take now
+        waits for one async flush (frames keep their order: see ``CodecShell._flush``)."""
         codec, conn = self._codec, self._conn
-        if codec is None or conn is None or self._flush_pending:
+        if codec is None or conn is None or self._flush_task is not None:
             return
         outbox = codec.outbox
-        while outbox and codec.connected:
-            if not conn.send_now(outbox[0]):
-                self._flush_pending = True
-                self._spawn(self._flush_later())
-                return
-            outbox.popleft()
+        if not outbox or not codec.connected:
+            return
+        if conn.send_many_now(outbox):
+            outbox.clear()
+            return
+        self._flush_task = asyncio.create_task(self._flush_later())
+        self._side_tasks.add(self._flush_task)
+        self._flush_task.add_done_callback(self._side_tasks.discard)
+
+    async def _flush(self) -> None:
+        """A session input's frames: at once if the socket takes them, else after the pending
+        flush (whose waits for the socket to drain hold the input back)."""
+        self._flush_now()
+        task = self._flush_task
+        if task is not None:
+            await asyncio.shield(task)
 
     async def _flush_later(self) -> None:
         try:
-            await self._flush()
+            await super()._flush()
         finally:
-            self._flush_pending = False
+            self._flush_task = None
 
     def _guard_barge_in(self) -> None:
         codec = self._codec

@@ -1,7 +1,8 @@
 """The upstream WebSocket under ``OpenAIRealtimeTransport``: ours, or the official SDK's.
 
 The transport reads and writes raw text frames through ``RealtimeSocket``: ``recv`` during the
-provider's handshake, then ``push`` (every message to a callback), ``send_now``/``send`` to write,
+provider's handshake, then ``push`` (every message to a callback), ``send_many_now``/``send``
+to write,
 ``wait_closed`` for the server's close code (1006: the connection ended without a close frame).
 
 - By default the socket is ``transports.websocket.client``'s (``open_socket``): frames parsed in
@@ -21,7 +22,7 @@ import asyncio
 import contextlib
 import urllib.parse
 import urllib.request
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from openai import AsyncOpenAI
@@ -65,8 +66,9 @@ class RealtimeSocket(Protocol):
         """The server's close code, once the connection is closed."""
         ...
 
-    def send_now(self, text: str) -> bool:
-        """Write one frame now; False (nothing written) when that would have to wait."""
+    def send_many_now(self, texts: Iterable[str]) -> bool:
+        """Write these frames now, in one write; False (nothing written) when that would have
+        to wait."""
         ...
 
     async def send(self, text: str) -> None:
@@ -109,7 +111,7 @@ class SdkSocket:
         assert self._reader is not None, "push() first"
         return await asyncio.shield(self._reader)
 
-    def send_now(self, text: str) -> bool:
+    def send_many_now(self, texts: Iterable[str]) -> bool:
         return False  # websockets' send is a coroutine: the caller awaits ``send``
 
     async def close(self) -> None:

@@ -35,7 +35,7 @@ import os
 import ssl
 import urllib.parse
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final, cast
 
 import structlog
@@ -362,6 +362,18 @@ class ClientConnection(asyncio.Protocol):
             return False
         assert self._transport is not None
         self._transport.write(encode_frame(OP_TEXT, text.encode("utf-8"), self._keys.next()))
+        return True
+
+    def send_many_now(self, texts: Iterable[str]) -> bool:
+        """Write text frames now, in one write; False (nothing written) while the socket is
+        full."""
+        if not self.writable:
+            return False
+        assert self._transport is not None
+        keys = self._keys
+        self._transport.write(
+            b"".join(encode_frame(OP_TEXT, text.encode("utf-8"), keys.next()) for text in texts)
+        )
         return True
 
     async def send(self, text: str) -> None:
