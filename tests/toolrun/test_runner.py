@@ -15,6 +15,7 @@ from gateway.registry import Registry
 from gateway.toolrun import (
     AuditDecision,
     Caller,
+    CallOutcome,
     MemoryAuditSink,
     ResultCache,
     StructlogAuditSink,
@@ -233,6 +234,41 @@ async def test_provider_cancellation_marks_the_outcome(runner: ToolRunner, tmp_p
     assert not outcome.ok
     assert (tmp_path / "sleepy_x.state").read_text() == "cancelled"
     assert not runner.cancel("x")
+
+
+async def test_a_single_call_batch_cancelled_by_the_provider_answers_and_its_task_goes_on(
+    runner: ToolRunner, tmp_path: Path
+) -> None:
+    # A one-call batch runs in the caller's task: the provider's cancel must stop the handler
+    # only, and leave that task (the session's batch) running and not "cancelling".
+    async def batch() -> tuple[list[CallOutcome], int]:
+        outcomes = await runner.run_batch([ToolCall("y", "sleepy", {"ms": 900})], CALLER)
+        await asyncio.sleep(0)  # still a live task: no CancelledError left pending
+        current = asyncio.current_task()
+        assert current is not None
+        return outcomes, current.cancelling()
+
+    task = asyncio.create_task(batch())
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert (tmp_path / "sleepy_y.state").read_text() == "started"
+    assert runner.cancel("y")
+    outcomes, cancelling = await task
+    assert outcomes[0].cancelled
+    assert cancelling == 0
+    assert (tmp_path / "sleepy_y.state").read_text() == "cancelled"
+
+
+async def test_cancelling_the_batch_itself_still_cancels_it(runner: ToolRunner) -> None:
+    # The session ending cancels its batch task: that must not be mistaken for the provider's
+    # cancel of the call, even when both happen.
+    task = asyncio.create_task(runner.run_batch([ToolCall("z", "sleepy", {"ms": 900})], CALLER))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    runner.cancel("z")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
 
 
 async def test_refusals_are_audited_like_calls(runner: ToolRunner, audit: MemoryAuditSink) -> None:
