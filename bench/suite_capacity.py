@@ -33,7 +33,7 @@ CAPACITY_TARGETS = tuple(t for t in ALL_TARGETS if t != "gateway_deflate")
 @dataclass(frozen=True)
 class CapacityPlan:
     targets: tuple[str, ...] = CAPACITY_TARGETS
-    levels: tuple[int, ...] = (50, 100, 150, 200, 300, 400)
+    levels: tuple[int, ...] = (50, 100, 150, 200, 250, 300, 400)
     seconds: float = 5.0
     warmup: int = 50
     fps: float = 50.0

@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import urllib.parse
 import urllib.request
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from openai import AsyncOpenAI
@@ -66,7 +66,7 @@ class RealtimeSocket(Protocol):
         """The server's close code, once the connection is closed."""
         ...
 
-    def send_many_now(self, texts: Iterable[str]) -> bool:
+    def send_many_now(self, texts: Sequence[str]) -> bool:
         """Write these frames now, in one write; False (nothing written) when that would have
         to wait."""
         ...
@@ -111,7 +111,7 @@ class SdkSocket:
         assert self._reader is not None, "push() first"
         return await asyncio.shield(self._reader)
 
-    def send_many_now(self, texts: Iterable[str]) -> bool:
+    def send_many_now(self, texts: Sequence[str]) -> bool:
         return False  # websockets' send is a coroutine: the caller awaits ``send``
 
     async def close(self) -> None:
