@@ -8,6 +8,7 @@ from transports.openai_realtime.transport import (
     OpenAIRealtimeTransport,
     RealtimeOptions,
     backoff_delay,
+    warm_up,
 )
 from transports.openai_realtime.wire import session_config
 
@@ -17,4 +18,5 @@ __all__ = [
     "RealtimeOptions",
     "backoff_delay",
     "session_config",
+    "warm_up",
 ]

@@ -49,6 +49,7 @@ from transports.openai_realtime.codec import RealtimeCodec
 from transports.openai_realtime.upstream_socket import (
     RealtimeSocket,
     SdkSocket,
+    endpoint,
     frame_sender,
     open_socket,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "RealtimeOptions",
     "backoff_delay",
     "frame_sender",
+    "warm_up",
 ]
 
 _log = structlog.get_logger("upstream.openai")
@@ -414,6 +416,12 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
         task: asyncio.Task[None] = asyncio.create_task(work)
         self._side_tasks.add(task)
         task.add_done_callback(self._side_tasks.discard)
+
+
+def warm_up(options: RealtimeOptions) -> None:
+    """Build the SDK client every session shares now rather than in the first session: that
+    imports most of the SDK (about 600 modules, 50k objects) and loads the CA bundle."""
+    endpoint(_shared_client(options.api_key, options.base_url, options.ws_url), options.model)
 
 
 @functools.lru_cache(maxsize=8)
