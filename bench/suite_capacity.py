@@ -131,7 +131,9 @@ def render(report: dict[str, Any]) -> str:
     return (
         f"{table}\n\nramp levels {plan['levels']}, {plan['seconds']:g} s measured per level "
         f"after {plan['warmup']} frames; by CPU = 10⁶ ÷ (CPU µs per frame pair at the knee × "
-        f"{plan['fps']:g}). Rows matched by bytes through a resampler (gateway_16k) may lose "
+        f"{plan['fps']:g}); RSS per session = (the relaying process tree's RSS during the "
+        "window − its RSS when the suite first measured it, idle) ÷ sessions. Rows matched "
+        "by bytes through a resampler (gateway_16k) may lose "
         "the frames it still holds at the end and get that many frames of latency on top of "
         f"the limit.\n\n{notes}"
     )

@@ -54,6 +54,10 @@ class Fleet:
     endpoints: dict[str, Endpoint] = field(default_factory=dict)  # target → endpoint
     versions: dict[str, dict[str, str]] = field(default_factory=dict)
     client_compression: dict[str, str] = field(default_factory=dict)  # target → agreed
+    # A relaying process's RSS (KiB, its process tree) the first time it was measured, before
+    # any session of the suite: what the sessions of a later run are counted from (a process
+    # keeps memory it once used, so its RSS before a run says nothing of that run's sessions).
+    idle_rss_kb: dict[int, int] = field(default_factory=dict)
 
     @classmethod
     def start(

@@ -133,7 +133,9 @@ class Runner:
         roles["peers"] = [pid for pid in fleet.other_pids(endpoint.pid) if pid not in relay]
         roles["peers"] = [pid for pid in roles["peers"] if pid not in roles.get("fake", [])]
         snapshots: dict[str, CpuSnapshot] = {}
-        rss = {"before": tree_rss_kb(endpoint.pid)}
+        if endpoint.pid not in fleet.idle_rss_kb:
+            fleet.idle_rss_kb[endpoint.pid] = tree_rss_kb(endpoint.pid)
+        rss = {"before": fleet.idle_rss_kb[endpoint.pid]}
 
         def window_start() -> None:
             roles["load"] = children_named("goload")
