@@ -146,6 +146,10 @@ class RealtimeCodec(RealtimeInputs):
         self.interrupt_response = bool(
             detection and detection.get("interrupt_response", True) is not False
         )
+        padding = None  # no VAD, or semantic VAD (its padding is not published): keep it all
+        if isinstance(detection, Mapping) and detection.get("type") == "server_vad":
+            padding = detection.get("prefix_padding_ms", wire.SERVER_VAD_PREFIX_PADDING_MS)
+        self.uplink.server_vad(padding if isinstance(padding, int) else None)
         return []
 
     def _response_created(self, event: Mapping[str, Any]) -> list[ev.UpstreamEvent]:
@@ -305,6 +309,7 @@ class RealtimeCodec(RealtimeInputs):
             r.interrupted = True
             if not self.interrupt_response:
                 self._cancel(r)
+        self.uplink.speech_started()
         return [ev.SpeechStarted()]
 
     def _committed(self, event: Mapping[str, Any]) -> list[ev.UpstreamEvent]:

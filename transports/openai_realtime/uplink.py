@@ -3,7 +3,11 @@
 Pure. Appends of at least 20 ms go up as they are; smaller pieces are gathered first. The audio
 sent since the server last committed its input buffer is remembered (bounded): if the socket
 drops mid-utterance, the new session gets the whole utterance again, not only its second half.
-While offline, audio is kept (bounded, newest first) and sent once the new session is ready.
+With server VAD the server keeps only ``prefix_padding_ms`` of audio while nobody speaks, so
+between utterances the tail is that much plus a second for the VAD's detection delay (about 62 KB
+at 24 kHz, not 10 s of silence per session); from ``speech_started`` to the commit it holds the
+utterance. While offline, audio is kept (bounded, newest first) and sent once the new session is
+ready.
 """
 
 from __future__ import annotations
@@ -12,7 +16,14 @@ from collections import deque
 
 from transports.openai_realtime import wire
 
-__all__ = ["MIN_APPEND_BYTES", "MIN_COMMIT_BYTES", "OFFLINE_AUDIO_BYTES", "Uplink"]
+__all__ = [
+    "MIN_APPEND_BYTES",
+    "MIN_COMMIT_BYTES",
+    "OFFLINE_AUDIO_BYTES",
+    "UNCOMMITTED_TAIL_BYTES",
+    "VAD_DETECTION_MARGIN_MS",
+    "Uplink",
+]
 
 # Uplink audio is sent in appends of at least 20 ms.
 MIN_APPEND_BYTES = 20 * wire.AUDIO_BYTES_PER_MS
@@ -21,6 +32,8 @@ MIN_COMMIT_BYTES = 100 * wire.AUDIO_BYTES_PER_MS
 # Audio kept while the upstream reconnects, and of an utterance the server had not committed.
 OFFLINE_AUDIO_BYTES = 15_000 * wire.AUDIO_BYTES_PER_MS
 UNCOMMITTED_TAIL_BYTES = 10_000 * wire.AUDIO_BYTES_PER_MS
+# Between utterances under server VAD: its prefix padding, plus the time the VAD takes to report.
+VAD_DETECTION_MARGIN_MS = 1000
 # Offline audio goes up in appends of one second.
 REPLAY_APPEND_BYTES = 1000 * wire.AUDIO_BYTES_PER_MS
 
@@ -32,6 +45,30 @@ class Uplink:
         self._tail_bytes = 0
         self._offline = bytearray()
         self.uncommitted = 0  # bytes appended since the server's buffer was last committed
+        # The tail's bound between utterances: everything (no VAD: the server holds it all)
+        # until server VAD is reported with its prefix padding.
+        self._quiet_limit = UNCOMMITTED_TAIL_BYTES
+        self._speaking = False  # from speech_started (or a replay) to the next commit
+        self._limit = UNCOMMITTED_TAIL_BYTES
+
+    def server_vad(self, prefix_padding_ms: int | None) -> None:
+        """The session's turn detection: server VAD with this prefix padding, or None (no VAD,
+        or a detector whose padding is not known): the server holds all it has not committed."""
+        if prefix_padding_ms is None:
+            self._quiet_limit = UNCOMMITTED_TAIL_BYTES
+        else:
+            quiet_ms = max(0, prefix_padding_ms) + VAD_DETECTION_MARGIN_MS
+            self._quiet_limit = min(UNCOMMITTED_TAIL_BYTES, quiet_ms * wire.AUDIO_BYTES_PER_MS)
+        self._set_speaking(self._speaking)
+
+    def speech_started(self) -> None:
+        """The server heard speech: it keeps the utterance until it commits it."""
+        self._set_speaking(True)
+
+    def _set_speaking(self, speaking: bool) -> None:
+        self._speaking = speaking
+        self._limit = UNCOMMITTED_TAIL_BYTES if speaking else self._quiet_limit
+        self._trim()
 
     def take(self, pcm: bytes) -> bytes | None:
         """Online: the chunk to append now (at least 20 ms), or None while gathering."""
@@ -59,7 +96,11 @@ class Uplink:
         self.uncommitted += len(chunk)
         self._tail.append(chunk)
         self._tail_bytes += len(chunk)
-        while self._tail_bytes > UNCOMMITTED_TAIL_BYTES:
+        if self._tail_bytes > self._limit:
+            self._trim()
+
+    def _trim(self) -> None:
+        while self._tail_bytes > self._limit:
             self._tail_bytes -= len(self._tail.popleft())
 
     def committed(self) -> None:
@@ -67,6 +108,7 @@ class Uplink:
         self.uncommitted = 0
         self._tail.clear()
         self._tail_bytes = 0
+        self._set_speaking(False)
 
     def clear(self) -> None:
         self.committed()
@@ -88,8 +130,12 @@ class Uplink:
         self.committed()
 
     def replay(self) -> list[bytes]:
-        """The offline audio, in appends, for a new connection (counted as uncommitted)."""
+        """The offline audio, in appends, for a new connection (counted as uncommitted).
+
+        It is an utterance in progress as far as we know: kept whole until the next commit."""
         audio, self._offline = bytes(self._offline), bytearray()
+        if audio:
+            self._set_speaking(True)
         chunks = [
             audio[start : start + REPLAY_APPEND_BYTES]
             for start in range(0, len(audio), REPLAY_APPEND_BYTES)

@@ -22,6 +22,7 @@ __all__ = [
     "AUDIO_RATE",
     "DEFAULT_MODEL",
     "DEFAULT_TRANSCRIPTION_MODEL",
+    "SERVER_VAD_PREFIX_PADDING_MS",
     "AudioFormat",
     "FunctionTool",
     "SessionConfig",
@@ -48,6 +49,8 @@ DEFAULT_TRANSCRIPTION_MODEL = "gpt-4o-mini-transcribe"
 # PCM16 mono at 24 kHz is the only PCM rate the API takes (and the one it produces).
 AUDIO_RATE = 24000
 AUDIO_BYTES_PER_MS = AUDIO_RATE * 2 // 1000
+# server_vad's default (reference section 4), when session.updated leaves it out.
+SERVER_VAD_PREFIX_PADDING_MS = 300
 
 
 class AudioFormat(TypedDict):

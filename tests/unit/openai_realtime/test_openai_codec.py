@@ -452,6 +452,33 @@ class TestReconnect:
         )
         assert total == 15_000 * 48
 
+    def test_after_a_drop_the_utterance_in_progress_is_sent_again_not_the_silence_before(
+        self,
+    ) -> None:
+        codec = online()  # server VAD with the default 300 ms prefix padding
+        for _ in range(250):
+            codec.audio(b"\x00" * 960)  # 5 s of silence in 20 ms frames
+        feed(codec, {"type": "input_audio_buffer.speech_started", "audio_start_ms": 4700})
+        for _ in range(150):
+            codec.audio(b"\x01" * 960)
+        codec.connection_lost()
+        assert _appended_bytes(codec.resume()) == (300 + 1000) * 48 + 3 * 48_000
+
+    def test_under_semantic_vad_every_uncommitted_byte_is_sent_again(self) -> None:
+        codec = online()
+        semantic = {"type": "semantic_vad", "eagerness": "auto"}
+        feed(
+            codec,
+            {
+                "type": "session.updated",
+                "session": {"audio": {"input": {"turn_detection": semantic}}},
+            },
+        )
+        for _ in range(8):
+            codec.audio(b"\x00" * 48_000)
+        codec.connection_lost()
+        assert _appended_bytes(codec.resume()) == 8 * 48_000
+
     def test_expiry_is_not_an_error_for_the_client(self) -> None:
         codec = online()
         assert (
@@ -462,3 +489,12 @@ class TestReconnect:
             == []
         )
         assert codec.expired
+
+
+def _appended_bytes(frames: list[bytes] | list[str]) -> int:
+    events = [orjson.loads(f) for f in frames]
+    return sum(
+        len(base64.b64decode(e["audio"]))
+        for e in events
+        if e["type"] == "input_audio_buffer.append"
+    )

@@ -1,4 +1,5 @@
-"""Uplink: batching, the uncommitted tail resent after a drop, the bounded offline buffer."""
+"""Uplink: batching, the uncommitted tail resent after a drop (bounded by what the server still
+holds under VAD), the bounded offline buffer."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from transports.openai_realtime.uplink import (
     OFFLINE_AUDIO_BYTES,
     REPLAY_APPEND_BYTES,
     UNCOMMITTED_TAIL_BYTES,
+    VAD_DETECTION_MARGIN_MS,
     Uplink,
 )
 
@@ -60,3 +62,63 @@ def test_clear_forgets_everything() -> None:
     up.lost()
     assert up.replay() == []
     assert up.uncommitted == 0
+
+
+SECOND = 1000 * (MIN_APPEND_BYTES // 20)  # bytes of one second of 24 kHz PCM16
+
+
+def _seconds(up: Uplink, n: float) -> None:
+    for _ in range(int(n * 50)):
+        up.take(b"s" * MIN_APPEND_BYTES)
+
+
+def _held_after_a_drop(up: Uplink) -> int:
+    up.lost()
+    return sum(map(len, up.replay()))
+
+
+def test_under_server_vad_the_tail_between_utterances_is_the_padding_and_a_margin() -> None:
+    up = Uplink()
+    up.server_vad(300)
+    _seconds(up, 8)  # silence: the server keeps only its prefix padding of it
+    quiet = (300 + VAD_DETECTION_MARGIN_MS) * SECOND // 1000
+    assert _held_after_a_drop(up) == quiet
+
+
+def test_under_server_vad_an_utterance_is_kept_from_speech_started_to_the_commit() -> None:
+    up = Uplink()
+    up.server_vad(300)
+    _seconds(up, 3)
+    up.speech_started()
+    _seconds(up, 4)
+    quiet = (300 + VAD_DETECTION_MARGIN_MS) * SECOND // 1000
+    assert _held_after_a_drop(up) == quiet + 4 * SECOND
+
+
+def test_after_a_commit_the_tail_is_bounded_to_the_quiet_limit_again() -> None:
+    up = Uplink()
+    up.server_vad(0)
+    up.speech_started()
+    _seconds(up, 4)
+    up.committed()
+    _seconds(up, 4)
+    assert _held_after_a_drop(up) == VAD_DETECTION_MARGIN_MS * SECOND // 1000
+
+
+def test_without_vad_or_with_an_unknown_padding_every_uncommitted_byte_is_kept() -> None:
+    up = Uplink()
+    up.server_vad(300)
+    up.server_vad(None)  # turn detection switched off (or semantic VAD)
+    _seconds(up, 8)
+    assert _held_after_a_drop(up) == 8 * SECOND
+
+
+def test_replayed_audio_is_an_utterance_in_progress_until_the_next_commit() -> None:
+    up = Uplink()
+    up.server_vad(300)
+    up.speech_started()
+    _seconds(up, 5)
+    up.lost()
+    assert sum(map(len, up.replay())) == 5 * SECOND
+    up.server_vad(300)  # the new session's session.updated, before the server hears speech
+    assert _held_after_a_drop(up) == 5 * SECOND  # dropped again: the utterance is sent again
