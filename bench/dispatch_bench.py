@@ -62,7 +62,7 @@ from bench.dispatch_procs import (
     start_dispatch_gateway,
     start_pipecat,
 )
-from bench.dispatch_stats import TARGET_P99_MS, Timing, call_number, render, summarize
+from bench.dispatch_stats import TARGET_P99_MS, Timing, call_number, render_report, summarize
 from bench.goload_runner import ensure_goload
 from bench.relay_procs import (
     CLOCK_TICKS_PER_S,
@@ -411,7 +411,7 @@ def main(out: Path, *, quick: bool = False, settings: Settings | None = None) ->
     out.mkdir(parents=True, exist_ok=True)
     out_file = out / "dispatch.json"
     out_file.write_text(json.dumps(report, indent=2) + "\n")
-    print(render(rows, "Tool dispatch overhead (no-op tool, OpenAI fake)"))
+    print(render_report(report))
     print(f"\n{len(records)} runs in {elapsed:.0f} s; every run in {out_file}")
     return 1 if any(row["lost"] for row in rows) else 0
 

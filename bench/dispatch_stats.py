@@ -25,6 +25,7 @@ __all__ = [
     "distribution",
     "parse_timings",
     "render",
+    "render_report",
     "summarize",
 ]
 
@@ -173,3 +174,17 @@ def render(rows: Sequence[Mapping[str, Any]], title: str) -> str:
         "(the fake for direct) during the run; near 1 core it is saturated.",
     ]
     return "\n".join(lines)
+
+
+def render_report(report: Mapping[str, Any]) -> str:
+    """The table of a ``dispatch.json`` report, flagged when its processes were not pinned
+    (then they shared whatever cores they were given: not comparable with a pinned run)."""
+    text = render(report["summary"], "Tool dispatch overhead (no-op tool, OpenAI fake)")
+    machine = report.get("machine") or {}
+    pinning = machine.get("pinning") or {}
+    if not pinning.get("pinned", False):
+        text += (
+            f"\n\n**Not pinned** ({pinning.get('note', 'no pinning recorded')}; allowed cores "
+            f"{machine.get('allowed_cpus', '?')})."
+        )
+    return text

@@ -98,9 +98,9 @@ def _dispatch_table(path: Path) -> str | None:
     """The dispatch bench's own table, from its JSON (``bench.dispatch_stats.render``)."""
     try:
         report = json.loads(path.read_text())
-        from bench.dispatch_stats import render
+        from bench.dispatch_stats import render_report
 
-        return render(report["summary"], "Tool dispatch overhead (no-op tool, OpenAI fake)")
+        return render_report(report)
     except (OSError, ValueError, KeyError, ImportError) as error:
         print(f"no dispatch table: {error}", file=sys.stderr)
         return None

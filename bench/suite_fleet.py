@@ -65,6 +65,9 @@ class Fleet:
     ) -> Fleet:
         fleet = cls(root, log_dir)
         fleet.cores, fleet.pin_note = plan_cores()
+        # pin_all confines this process to the load core; what runs after the fleet (the
+        # dispatch phase of `all`, in a child process that inherits it) needs every core again.
+        stack.callback(os.sched_setaffinity, 0, os.sched_getaffinity(0))
         fake, fake_url = start_fake_upstream(log_dir)
         stack.callback(fake.stop)
         fleet.children["fake"] = fake

@@ -14,6 +14,7 @@ from bench.dispatch_stats import (
     distribution,
     parse_timings,
     render,
+    render_report,
     summarize,
 )
 
@@ -116,6 +117,16 @@ def test_the_table_has_one_line_per_row_and_dashes_for_nothing() -> None:
     assert "| 90.0% |" in gateway
     pipecat = next(row for row in lines if row.startswith("| pipecat"))
     assert "| – |" in pipecat
+
+
+def test_a_report_whose_processes_shared_one_core_says_so() -> None:
+    rows = summarize([run("gateway", 100, [0.5, 0.7])])
+    pinned = {"allowed_cpus": [0, 1], "pinning": {"pinned": True, "note": "pinned"}}
+    unpinned = {"allowed_cpus": [1], "pinning": {"pinned": False, "note": "only 1 core(s) allowed"}}
+    assert "Not pinned" not in render_report({"summary": rows, "machine": pinned})
+    flagged = render_report({"summary": rows, "machine": unpinned})
+    assert flagged.startswith(render(rows, "Tool dispatch overhead (no-op tool, OpenAI fake)"))
+    assert flagged.endswith("**Not pinned** (only 1 core(s) allowed; allowed cores [1]).")
 
 
 def test_a_plan_counts_frames_and_seconds() -> None:
