@@ -210,9 +210,7 @@ class ClientSocket:
             self._ping_out = False
         elif opcode == OP_CLOSE:
             self.close_code = close_code(payload)[0]
-            if not self._close_sent:  # answer with the same code
-                self._write(encode_frame(OP_CLOSE, payload[:2]))
-                self._close_sent = True
+            self._send_close(payload[:2])  # answer with the same code
             self._end_reading()
 
     def _queue(self, message: str | bytes) -> None:
@@ -280,10 +278,13 @@ class ClientSocket:
             self._ping_out = True
         self._keepalive = self._loop.call_later(self._keepalive_s, self._keepalive_tick)
 
-    def _fail(self, code: int, reason: str) -> None:
-        if not self._close_sent:
-            self._write(encode_frame(OP_CLOSE, close_payload(code, reason)))
+    def _send_close(self, payload: bytes) -> None:
+        if not self._close_sent:  # one close frame per connection
+            self._write(encode_frame(OP_CLOSE, payload))
             self._close_sent = True
+
+    def _fail(self, code: int, reason: str) -> None:
+        self._send_close(close_payload(code, reason))
         self._end_reading()
 
     async def close(
@@ -292,9 +293,7 @@ class ClientSocket:
         """A close frame, then the client's (bounded wait); the TCP end follows when the
         handler returns."""
         self.direct_binary = None
-        if not self._close_sent:
-            self._write(encode_frame(OP_CLOSE, close_payload(code, reason)))
-            self._close_sent = True
+        self._send_close(close_payload(code, reason))
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout_s):
                 await self._done.wait()

@@ -119,10 +119,10 @@ class ToolRunner:
         finish, whatever their outcome. Outcomes come back in the order of ``calls``.
         ``decisions`` (one per call; default executed) is what the audit records.
         """
+        chosen = list(decisions) if decisions is not None else [AuditDecision.EXECUTED] * len(calls)
+        self._queued.update(call.call_id for call in calls)
         if len(calls) == 1:  # the common case runs in the caller's task: no task switch
-            decision = decisions[0] if decisions is not None else AuditDecision.EXECUTED
-            self._queued.add(calls[0].call_id)
-            return [await self._run_after([], calls[0], caller, decision)]
+            return [await self._run_after([], calls[0], caller, chosen[0])]
         tasks: list[asyncio.Task[CallOutcome]] = []
         for index, call in enumerate(calls):
             spec = self.registry.get(call.tool_id)
@@ -130,9 +130,9 @@ class ToolRunner:
             waits_for = [
                 tasks[j] for j in range(index) if calls[j].tool_id in depends and j != index
             ]
-            decision = decisions[index] if decisions is not None else AuditDecision.EXECUTED
-            self._queued.add(call.call_id)
-            tasks.append(asyncio.create_task(self._run_after(waits_for, call, caller, decision)))
+            tasks.append(
+                asyncio.create_task(self._run_after(waits_for, call, caller, chosen[index]))
+            )
         try:
             return list(await asyncio.gather(*tasks))
         except BaseException:

@@ -324,9 +324,7 @@ class ClientConnection(asyncio.Protocol):
         elif opcode == OP_CLOSE:
             assert isinstance(payload, bytes)
             self._close_code = close_code(payload)[0]
-            if not self._close_sent:  # echo it, then the server ends the TCP connection
-                self._write_frame(OP_CLOSE, payload[:2])
-                self._close_sent = True
+            self._send_close(payload[:2])  # echo it, then the server ends the TCP connection
             self._open = False
             if self._transport is not None:
                 self._transport.close()
@@ -426,12 +424,15 @@ class ClientConnection(asyncio.Protocol):
             self._ping_out = True
         self._schedule_keepalive()
 
+    def _send_close(self, payload: bytes) -> None:
+        if not self._close_sent:  # one close frame per connection
+            self._write_frame(OP_CLOSE, payload)
+            self._close_sent = True
+
     def _fail(self, code: int) -> None:
         """End the connection after a fault: a close frame if possible, then the TCP end.
         The close is reported as abnormal (1006): no close frame came from the server."""
-        if not self._close_sent:
-            self._write_frame(OP_CLOSE, close_payload(code))
-            self._close_sent = True
+        self._send_close(close_payload(code))
         self._open = False
         if self._transport is not None:
             self._transport.abort()
@@ -441,9 +442,7 @@ class ClientConnection(asyncio.Protocol):
         transport = self._transport
         if transport is None:
             return
-        if not self._close_sent and not transport.is_closing():
-            self._write_frame(OP_CLOSE, close_payload(code))
-            self._close_sent = True
+        self._send_close(close_payload(code))
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout_s):
                 await asyncio.shield(self._closed)
