@@ -69,7 +69,7 @@ async def _start_gateway(registry_path: Path, data_dir: Path) -> tuple[str, web.
         log_level="error",
     )
     server = build_server(settings, audit=MemoryAuditSink())
-    runner = web.AppRunner(server.app(), access_log=None)
+    runner = server.runner()
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()

@@ -29,20 +29,28 @@ def _check(_: argparse.Namespace) -> int:
 
 
 def _token(args: argparse.Namespace) -> int:
-    import jwt
-
     from gateway.config import Settings
+    from gateway.security import TokenAuthority
 
     settings = Settings.load()
     if settings.auth_secret is None:
         print("GATEWAY_AUTH_SECRET is not set: there is nothing to sign with", file=sys.stderr)
         return 2
-    claims: dict[str, object] = {"sub": args.sub, "exp": int(time.time()) + args.ttl}
-    if args.roles:
-        claims["roles"] = [r for r in args.roles.split(",") if r]
-    if args.tenant:
-        claims["tenant"] = args.tenant
-    print(jwt.encode(claims, settings.auth_secret.get_secret_value(), algorithm="HS256"))
+    authority = TokenAuthority(
+        settings.auth_secret.get_secret_value(), max_lifetime_s=settings.token_max_lifetime_s
+    )
+    try:
+        token = authority.mint_user(
+            args.sub,
+            now=time.time(),
+            ttl_s=args.ttl,
+            roles=tuple(r for r in args.roles.split(",") if r),
+            tenant=args.tenant,
+        )
+    except ValueError as exc:
+        print(f"gateway: {exc}", file=sys.stderr)
+        return 2
+    print(token)
     return 0
 
 
@@ -105,9 +113,31 @@ def main(argv: list[str] | None = None) -> int:
         from gateway.errors import GatewayError
 
         if isinstance(exc, GatewayError):
-            print(f"gateway: {exc}", file=sys.stderr)
+            _report(exc)
             return 2
         raise
+
+
+def _report(error: Exception) -> None:
+    """One line on stderr: a JSON object when logs are JSON (the default), so a log pipeline
+    reads it like every other line. Messages of the gateway's errors carry no secret values."""
+    import os
+
+    if os.environ.get("GATEWAY_LOG_FORMAT", "json").strip().lower() == "console":
+        print(f"gateway: {error}", file=sys.stderr)
+        return
+    import json
+    from datetime import UTC, datetime
+
+    line = {
+        "event": "gateway_failed",
+        "level": "error",
+        "logger": "gateway",
+        "error": type(error).__name__,
+        "message": str(error),
+        "timestamp": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+    }
+    print(json.dumps(line), file=sys.stderr)
 
 
 if __name__ == "__main__":

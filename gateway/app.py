@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import structlog
 from aiohttp import web
 
+from gateway.admission import Admission
 from gateway.clock import SystemClock
 from gateway.config import Settings, is_loopback
 from gateway.observability import Metrics, configure_logging
@@ -126,7 +127,8 @@ def build_server(
     registry = registry if registry is not None else load_registry(settings.registry_path())
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     clock = SystemClock()
-    metrics = Metrics()
+    metrics = Metrics(tool_ids=(spec.tool_id for spec in registry.tools()))
+    store = store if store is not None else MemoryStore(clock)
     manager = SessionManager(
         settings=settings,
         registry=registry,
@@ -135,20 +137,35 @@ def build_server(
         audit=audit if audit is not None else StructlogAuditSink(),
         clock=clock,
         cache=ResultCache(clock),
-        store=store if store is not None else MemoryStore(clock),
+        store=store,
     )
-    return GatewayServer(settings=settings, registry=registry, metrics=metrics, manager=manager)
+    admission = Admission(
+        settings, clock=clock, sessions_open=lambda: len(manager.sessions), once=store
+    )
+    return GatewayServer(
+        settings=settings,
+        registry=registry,
+        metrics=metrics,
+        manager=manager,
+        admission=admission,
+    )
 
 
 async def serve(settings: Settings) -> None:
     server = build_server(settings)
     # Sessions are ended by drain(); what is left (sockets that never started) gets little time.
-    runner = web.AppRunner(
-        server.app(), handle_signals=False, access_log=None, shutdown_timeout=2.0
-    )
+    runner = server.runner()
     await runner.setup()
     site = web.TCPSite(runner, settings.host, settings.port)
     await site.start()
+    metrics_runner = None
+    if settings.metrics_port is not None:
+        metrics_runner = server.runner(server.metrics_app())
+        await metrics_runner.setup()
+        metrics_host = settings.metrics_host or settings.host
+        await web.TCPSite(metrics_runner, metrics_host, settings.metrics_port).start()
+        _log.info("metrics_listening", host=metrics_host, port=settings.metrics_port)
+    warn_about_exposure(settings)
     warm_up_upstreams(settings)
     tune_gc()
     _log.info(
@@ -171,9 +188,34 @@ async def serve(settings: Settings) -> None:
         await asyncio.wait_for(server.drain(), timeout=12)
     finally:
         await runner.cleanup()
+        if metrics_runner is not None:
+            await metrics_runner.cleanup()
         if isinstance(server.manager.audit, StructlogAuditSink):
             server.manager.audit.flush()  # records of the last moments are kept too
     _log.info("gateway_stopped")
+
+
+def warn_about_exposure(settings: Settings) -> None:
+    """Say at start-up what is open that an operator may not expect."""
+    if settings.auth == "jwt" and not settings.allowed_origins:
+        _log.warning(
+            "any_origin_accepted",
+            detail="GATEWAY_ALLOWED_ORIGINS is not set: a page of any origin may connect "
+            "with a valid token",
+        )
+    if settings.auth == "none":
+        _log.warning(
+            "auth_disabled",
+            detail="GATEWAY_AUTH=none: only pages of this machine and localhost Host names "
+            "are accepted",
+            anonymous_roles=list(settings.anonymous_roles),
+        )
+    if settings.metrics_token is None and settings.metrics_port is None:
+        _log.info(
+            "metrics_open",
+            detail="/metrics is served to anyone who reaches the port; set "
+            "GATEWAY_METRICS_TOKEN or GATEWAY_METRICS_PORT to restrict it",
+        )
 
 
 def tune_gc() -> None:

@@ -55,6 +55,11 @@ __all__ = ["INBOX_LIMIT", "ClientSocket", "HandshakeRefused"]
 _log = structlog.get_logger("gateway.client_socket")
 
 INBOX_LIMIT: Final = 4 * 1024 * 1024  # bytes waiting for the handler before reading pauses
+# Unsent bytes a client may leave behind (pongs included) before it counts as not reading.
+DEFAULT_MAX_BUFFERED: Final = 8 * 1024 * 1024
+# Control frames over the event budget, in a row, before the connection is closed (1008).
+CONTROL_STRIKES: Final = 20
+CLOSE_POLICY: Final = 1008
 CLOSE_TIMEOUT_S: Final = 2.0
 _INBOX_ITEM_OVERHEAD: Final = 64  # so that a flood of empty frames is bounded too
 
@@ -101,6 +106,8 @@ class ClientSocket:
         *,
         max_message: int,
         keepalive_s: float,
+        max_buffered: int = DEFAULT_MAX_BUFFERED,
+        control_budget: Callable[[], bool] | None = None,
     ) -> None:
         self.response = response
         self._protocol = request.protocol
@@ -124,12 +131,24 @@ class ClientSocket:
         self._seen_at_tick = -1
         self._ping_out = False
         self._keepalive: asyncio.TimerHandle | None = None
+        # Control frames: they take from the client's event budget (False: over it) and their
+        # answers may not grow the unsent bytes past max_buffered.
+        self._max_buffered = max_buffered
+        self._control_budget = control_budget
+        self._refused_in_a_row = 0
+        self.refused_control_frames = 0
         if keepalive_s > 0:
             self._keepalive = self._loop.call_later(keepalive_s, self._keepalive_tick)
 
     @classmethod
     async def accept(
-        cls, request: web.Request, *, max_message: int, keepalive_s: float = 30.0
+        cls,
+        request: web.Request,
+        *,
+        max_message: int,
+        keepalive_s: float = 30.0,
+        max_buffered: int = DEFAULT_MAX_BUFFERED,
+        control_budget: Callable[[], bool] | None = None,
     ) -> ClientSocket:
         """Answer the upgrade and take the connection over; raises ``HandshakeRefused``."""
         key = _handshake_key(request)
@@ -143,7 +162,14 @@ class ClientSocket:
         )
         response.force_close()
         await response.prepare(request)
-        socket = cls(request, response, max_message=max_message, keepalive_s=keepalive_s)
+        socket = cls(
+            request,
+            response,
+            max_message=max_message,
+            keepalive_s=keepalive_s,
+            max_buffered=max_buffered,
+            control_budget=control_budget,
+        )
         # aiohttp hands every later byte of the connection to the parser it is given.
         request.protocol.set_parser(socket)  # type: ignore[arg-type]
         request.protocol.keep_alive(False)
@@ -158,12 +184,17 @@ class ClientSocket:
             messages = self._reader.feed(data)
         except ProtocolViolation as violation:
             for message in violation.before:
+                if self._reading_done:
+                    break
                 self._message(*message)
-            _log.info("client_protocol_violation", code=violation.code, reason=violation.reason)
-            self._fail(violation.code, violation.reason)
+            if not self._reading_done:
+                _log.info("client_protocol_violation", code=violation.code, reason=violation.reason)
+                self._fail(violation.code, violation.reason)
             return False, b""
         self._received += 1
         for opcode, payload in messages:
+            if self._reading_done:  # nothing is handled, or answered, after a close
+                break
             self._message(opcode, payload)
         return False, b""
 
@@ -205,13 +236,40 @@ class ClientSocket:
         elif opcode == OP_TEXT:
             self._queue(payload)
         elif opcode == OP_PING:
-            self._write(encode_frame(OP_PONG, payload))
+            if self._control_frame_allowed():
+                self._write_bounded(encode_frame(OP_PONG, payload))
         elif opcode == OP_PONG:
             self._ping_out = False
+            self._control_frame_allowed()
         elif opcode == OP_CLOSE:
             self.close_code = close_code(payload)[0]
             self._send_close(payload[:2])  # answer with the same code
             self._end_reading()
+
+    def _control_frame_allowed(self) -> bool:
+        """A ping or pong spends from the client's event budget. One over it goes unanswered;
+        more than ``CONTROL_STRIKES`` in a row close the connection (1008)."""
+        budget = self._control_budget
+        if budget is None or budget():
+            self._refused_in_a_row = 0
+            return True
+        self._refused_in_a_row += 1
+        self.refused_control_frames += 1
+        if self._refused_in_a_row > CONTROL_STRIKES:
+            _log.info("client_control_flood", refused=self.refused_control_frames)
+            self._fail(CLOSE_POLICY, "too many control frames")
+        return False
+
+    def _write_bounded(self, frame: bytes) -> None:
+        """An answer (pong) the client must read: a client that lets unsent bytes pile past
+        ``max_buffered`` is not reading, and is dropped as the outbound queue drops it."""
+        if self._transport.get_write_buffer_size() + len(frame) > self._max_buffered:
+            _log.info(
+                "client_not_reading_control", buffered=self._transport.get_write_buffer_size()
+            )
+            self.abort()
+            return
+        self._write(frame)
 
     def _queue(self, message: str | bytes) -> None:
         self._inbox.append(message)
@@ -257,7 +315,7 @@ class ClientSocket:
         await self.response.write(frame)  # aiohttp waits for the transport to drain
 
     def _write(self, frame: bytes) -> None:
-        if not self._transport.is_closing():
+        if not self._close_sent and not self._transport.is_closing():
             self._transport.write(frame)
 
     # -- keepalive and closing -------------------------------------------------------------------

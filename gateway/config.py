@@ -9,13 +9,21 @@ import ipaddress
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from gateway.errors import ConfigError
+from gateway.security.addresses import parse_networks
 from gateway.toolrun import ModeBudget
 
-__all__ = ["Settings", "is_loopback"]
+__all__ = ["Settings", "describe_invalid_settings", "is_loopback"]
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,6 +48,18 @@ class Settings(BaseSettings):
     auth: Literal["jwt", "none"] = "jwt"
     auth_secret: SecretStr | None = None
     allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # With auth off: the roles of the anonymous local user (none unless granted here).
+    anonymous_roles: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Proxies (addresses or networks) whose X-Forwarded-For names the client.
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # A connection must send a whole request header within this (also the keep-alive idle).
+    http_header_timeout_s: float = Field(default=10.0, gt=0)
+    # The longest lifetime (exp - iat) a token may have.
+    token_max_lifetime_s: float = Field(default=86400.0, gt=0)
+    # /metrics: a bearer token it requires, and/or a listen address of its own.
+    metrics_token: SecretStr | None = None
+    metrics_host: str | None = None
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
     registry: Path = Path("build/tool_registry.json")
     data_dir: Path = Path.home() / ".local" / "share" / "realtime-gateway"
     redis_url: str | None = None
@@ -137,11 +157,17 @@ class Settings(BaseSettings):
             return [o.strip().rstrip("/") for o in value.split(",") if o.strip()]
         return value
 
-    @field_validator("twilio_roles", mode="before")
+    @field_validator("twilio_roles", "anonymous_roles", "trusted_proxies", mode="before")
     @classmethod
     def _split_roles(cls, value: object) -> object:
         if isinstance(value, str):
             return [r.strip() for r in value.split(",") if r.strip()]
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _valid_networks(cls, value: list[str]) -> list[str]:
+        parse_networks(value)  # raises ValueError naming the bad entry
         return value
 
     @model_validator(mode="after")
@@ -185,5 +211,23 @@ class Settings(BaseSettings):
     def load(cls) -> Settings:
         try:
             return cls()
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from exc
+        except ValidationError as exc:
+            raise ConfigError(describe_invalid_settings(exc)) from None
+
+
+def describe_invalid_settings(error: ValidationError) -> str:
+    """What is wrong with the settings, naming variables and rules but never a value: pydantic's
+    own message quotes every input (``input_value=...``), secrets included."""
+    problems = []
+    for item in error.errors(include_url=False, include_input=False, include_context=False):
+        where = ".".join(str(part) for part in item["loc"])
+        if not where:
+            name = "settings"
+        elif where.isupper():  # an alias that is already a variable name (OPENAI_API_KEY)
+            name = where
+        else:
+            name = f"GATEWAY_{where.upper()}"
+        message = str(item["msg"]).removeprefix("Value error, ")
+        problems.append(f"{name}: {message}")
+    count = len(problems)
+    return f"{count} invalid setting{'s' if count != 1 else ''}: " + "; ".join(problems)

@@ -8,17 +8,17 @@ client can never take the server down.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jwt
 import structlog
 from aiohttp import web
 
+from gateway.admission import Admission, json_error
 from gateway.client_socket import ClientSocket, HandshakeRefused
 from gateway.config import Settings
 from gateway.observability import Metrics
@@ -38,6 +38,7 @@ from gateway.protocol import (
 )
 from gateway.registry import Registry
 from gateway.session import Outbound, Session, SessionUser
+from gateway.session.ratelimit import TokenBucket
 from gateway.sessions import SessionManager, StartRefused
 from gateway.twilio_routes import TwilioRoutes
 
@@ -57,16 +58,6 @@ INDEX_HEADERS = {
     ),
     "Cache-Control": "no-cache",
 }
-# Past this many remembered client addresses, the quiet ones are forgotten.
-RECENT_PEERS_PRUNE_AT = 4096
-
-
-def _json_error(
-    status: int, code: str, message: str, headers: dict[str, str] | None = None
-) -> web.Response:
-    return web.json_response(
-        {"error": {"code": code, "message": message}}, status=status, headers=headers
-    )
 
 
 @dataclass(slots=True)
@@ -75,23 +66,47 @@ class GatewayServer:
     registry: Registry
     metrics: Metrics
     manager: SessionManager
-    draining: bool = False
-    # Connection times per peer address, for the per-minute admission limit.
-    _recent: dict[str, deque[float]] = field(default_factory=dict)
+    admission: Admission
+
+    @property
+    def draining(self) -> bool:
+        return self.admission.draining
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=self.settings.max_text_frame)
+        app = web.Application(
+            client_max_size=self.settings.max_text_frame, middlewares=[self.admission.middleware]
+        )
         app.router.add_get("/v1/session", self.session_socket)
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/readyz", self.readyz)
-        app.router.add_get("/metrics", self.metrics_page)
+        if self.settings.metrics_port is None:  # else /metrics has a listen address of its own
+            app.router.add_get("/metrics", self.metrics_page)
         app.router.add_get("/", self.index)
         app.router.add_static("/static/", STATIC_DIR, append_version=False)
-        twilio = TwilioRoutes(self)
+        twilio = TwilioRoutes(self.settings, self.admission, self.manager)
         app.router.add_post("/twilio/voice", twilio.voice)
         app.router.add_get("/twilio/media", twilio.media)
         app.on_cleanup.append(self._end_sessions)
         return app
+
+    def metrics_app(self) -> web.Application:
+        """``/metrics`` alone, for ``GATEWAY_METRICS_HOST``/``GATEWAY_METRICS_PORT``."""
+        app = web.Application()
+        app.router.add_get("/metrics", self.metrics_page)
+        return app
+
+    def runner(self, app: web.Application | None = None) -> web.AppRunner:
+        """The aiohttp runner with the gateway's connection settings: a connection must send a
+        whole request header within ``GATEWAY_HTTP_HEADER_TIMEOUT_S`` (aiohttp's keep-alive
+        timer also runs from the moment a connection opens, and closes a connection whose
+        handler still waits for a request)."""
+        return web.AppRunner(
+            app if app is not None else self.app(),
+            handle_signals=False,
+            access_log=None,
+            shutdown_timeout=2.0,
+            keepalive_timeout=self.settings.http_header_timeout_s,
+        )
 
     async def _end_sessions(self, _: web.Application) -> None:
         await self.manager.end_all()
@@ -106,7 +121,18 @@ class GatewayServer:
             return web.json_response({"status": "draining"}, status=503)
         return web.json_response({"status": "ready", "registry": self.registry.version})
 
-    async def metrics_page(self, _: web.Request) -> web.Response:
+    async def metrics_page(self, request: web.Request) -> web.Response:
+        required = self.settings.metrics_token
+        if required is not None:
+            header = request.headers.get("Authorization", "")
+            given = header[7:].strip() if header.lower().startswith("bearer ") else ""
+            if not hmac.compare_digest(given.encode(), required.get_secret_value().encode()):
+                return json_error(
+                    401,
+                    "unauthorized",
+                    "send the metrics token as a bearer token",
+                    {"WWW-Authenticate": "Bearer"},
+                )
         body = self.metrics.render()
         return web.Response(body=body, content_type="text/plain", charset="utf-8")
 
@@ -114,76 +140,20 @@ class GatewayServer:
         """The browser demo client (``gateway/static``): plain ES modules, no build step."""
         return web.FileResponse(STATIC_DIR / "index.html", headers=INDEX_HEADERS)
 
-    # -- admission -----------------------------------------------------------------------------
-
-    def _authenticate(self, request: web.Request) -> SessionUser | str:
-        """The user, or why the upgrade is refused (sent as a 401 JSON body)."""
-        header = request.headers.get("Authorization", "")
-        token = header[7:].strip() if header.lower().startswith("bearer ") else None
-        return self.user_from_token(token or request.query.get("token"))
-
-    def user_from_token(self, token: str | None) -> SessionUser | str:
-        """The user a JWT names, or why it is refused."""
-        if self.settings.auth == "none":
-            return SessionUser(user_id="local", roles=("admin", "caregiver"))
-        if not token:
-            return "missing bearer token"
-        assert self.settings.auth_secret is not None
-        try:
-            claims = jwt.decode(
-                token,
-                self.settings.auth_secret.get_secret_value(),
-                algorithms=["HS256"],
-                options={"require": ["sub", "exp"]},
-            )
-        except jwt.ExpiredSignatureError:
-            return "token expired"
-        except jwt.PyJWTError:
-            return "invalid token"
-        roles = claims.get("roles") or []
-        if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
-            roles = []
-        tenant = claims.get("tenant")
-        return SessionUser(
-            user_id=str(claims["sub"]),
-            roles=tuple(roles),
-            tenant=tenant if isinstance(tenant, str) else None,
-            token=token,
-        )
-
-    def admit(self, request: web.Request) -> web.Response | None:
-        origin = request.headers.get("Origin")
-        allowed = self.settings.allowed_origins
-        if origin and allowed and origin.rstrip("/") not in allowed:
-            return _json_error(403, "forbidden", "origin not allowed")
-        if self.draining:
-            return _json_error(503, "unavailable", "the gateway is draining")
-        peer = request.remote or "?"
-        window = self._recent.setdefault(peer, deque())
-        now = time.monotonic()
-        while window and now - window[0] > 60:
-            window.popleft()
-        if len(self._recent) > RECENT_PEERS_PRUNE_AT:  # forget addresses quiet for a minute
-            for key in [k for k, w in self._recent.items() if not w or now - w[-1] > 60]:
-                del self._recent[key]
-            window = self._recent.setdefault(peer, window)
-        if len(window) >= self.settings.connections_per_minute:
-            return _json_error(429, "rate_limited", "too many connections; slow down")
-        if len(self.manager.sessions) >= self.settings.max_sessions:
-            return _json_error(503, "rate_limited", "the gateway is at its session limit")
-        window.append(now)
-        return None
-
     # -- the session socket ----------------------------------------------------------------------
 
     async def session_socket(self, request: web.Request) -> web.StreamResponse:
-        refused = self.admit(request)
+        refused = self.admission.refuse_socket(request)
         if refused is not None:
             return refused
-        user = self._authenticate(request)
+        user = self.admission.user(request)
         if isinstance(user, str):
-            return _json_error(401, "unauthorized", user)
+            return json_error(401, "unauthorized", user)
         limit = max(self.settings.max_text_frame, self.settings.max_binary_frame)
+        # The connection's event budget: JSON events before and after session.start, and
+        # WebSocket control frames (pings), all spend from it.
+        events = TokenBucket(self.settings.client_events_per_s, self.settings.client_events_burst)
+        clock = self.manager.clock
         try:
             # Headroom over our own limits, so an oversized frame gets a payload_too_large
             # error; a frame that reaches it is refused by the socket (close 1009).
@@ -191,9 +161,11 @@ class GatewayServer:
                 request,
                 max_message=limit + TRANSPORT_HEADROOM - 1,
                 keepalive_s=self.settings.client_keepalive_s,
+                max_buffered=self.settings.outbound_control_bytes,
+                control_budget=lambda: events.take(clock.monotonic()),
             )
         except HandshakeRefused as bad:
-            return _json_error(bad.status, "bad_request", str(bad), bad.headers)
+            return json_error(bad.status, "bad_request", str(bad), bad.headers)
 
         def cut_off() -> None:
             # Not reading at all: drop the connection (the session stays resumable).
@@ -214,9 +186,10 @@ class GatewayServer:
         session: Session | None = None
         close_code = 1000
         try:
-            started = await self._await_start(sock, outbound, user)
+            started = await self._await_start(sock, outbound, user, events)
             if isinstance(started, Session):
                 session = started
+                session.share_event_budget(events)
                 await self._serve(sock, session, outbound)
             else:
                 close_code = started
@@ -239,7 +212,7 @@ class GatewayServer:
         outbound.event(encode(event))
 
     async def _await_start(
-        self, sock: ClientSocket, outbound: Outbound, user: SessionUser
+        self, sock: ClientSocket, outbound: Outbound, user: SessionUser, events: TokenBucket
     ) -> Session | int:
         """The started session, or the close code for a connection that ends before one."""
         deadline = time.monotonic() + self.settings.session_start_timeout_s
@@ -260,6 +233,17 @@ class GatewayServer:
                 return 1008
             if message is None:
                 return 1000
+            if not events.take(self.manager.clock.monotonic()):
+                self._send(
+                    outbound,
+                    ErrorEvent(
+                        code=ErrorCode.RATE_LIMITED,
+                        message="too many events: at most "
+                        f"{events.rate_per_s:g} per second; this one was dropped",
+                        retryable=True,
+                    ),
+                )
+                continue
             try:
                 event = self._decode(message)
             except ProtocolError as exc:
@@ -369,5 +353,5 @@ class GatewayServer:
 
     async def drain(self) -> None:
         """SIGTERM: refuse new sessions, then end the open ones (``SessionManager.drain``)."""
-        self.draining = True
+        self.admission.draining = True
         await self.manager.drain()

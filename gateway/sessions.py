@@ -296,7 +296,7 @@ class SessionManager:
         token_hash = hash_token(start.resume.resume_token)
         session = self._take_over(session_id, token_hash, user)
         if session is None:
-            record = await self.store.claim(session_id, token_hash, user.user_id)
+            record = await self.store.claim(session_id, token_hash, user.user_id, user.tenant)
             if record is not None:
                 session = await self._reattach(record, user, outbound, start.event_id)
         if session is None:
@@ -308,7 +308,8 @@ class SessionManager:
                     event_id=start.event_id,
                 )
             )
-        session.user = user  # the new token's roles and tenant apply from now on
+        # The new token's roles apply from now on (its tenant is the session's: checked above).
+        session.user = user
         session.attach(outbound)
         self.metrics.resumes.inc()
         self._announce(session, resumed=True)
@@ -321,6 +322,7 @@ class SessionManager:
             or session_id in self._parked
             or session.ended.is_set()
             or session.user.user_id != user.user_id
+            or session.user.tenant != user.tenant
             or not session.resume_token_hash
             or not hmac.compare_digest(session.resume_token_hash, token_hash)
         ):
@@ -360,6 +362,7 @@ class SessionManager:
             user_id=session.user.user_id,
             token_hash=session.resume_token_hash,
             snapshot=session.snapshot(),
+            tenant=session.user.tenant,
         )
         self._parked[session.session_id] = asyncio.create_task(self._hold(session, record))
 

@@ -3,16 +3,17 @@
 ``POST /twilio/voice`` is what a Twilio number calls when a call comes in. With
 ``TWILIO_AUTH_TOKEN`` set it checks ``X-Twilio-Signature`` (HMAC-SHA1 over the URL Twilio called
 and the sorted form fields); without it, it refuses unless ``GATEWAY_AUTH=none``. It answers TwiML
-that connects the call to ``wss://{public host}/twilio/media`` with a short-lived token as a
-``<Parameter>`` (Twilio strips query strings from stream URLs; custom parameters reach us in the
-``start`` message).
+that connects the call to ``wss://{public host}/twilio/media`` with a short-lived stream token as
+a ``<Parameter>`` (Twilio strips query strings from stream URLs; custom parameters reach us in
+the ``start`` message). A stream token has its own audience, names the call, and opens one
+stream only (``gateway.security.tokens``); a user's token does not open a phone stream.
 
-``GET /twilio/media`` accepts Twilio's socket, reads ``connected`` and ``start``, checks the token,
-and hands the call to a ``TwilioBridge``. A bad or missing token closes the stream (1008) with the
-reason logged. The session ends with the call: a phone stream cannot come back, so it is never
-parked for resume. When the session ends itself (``END_VOICE_SESSION``), the goodbye plays out,
-the stream closes, and with ``TWILIO_ACCOUNT_SID`` set the call is hung up through Twilio's REST
-API.
+``GET /twilio/media`` accepts Twilio's socket, reads ``connected`` and ``start``, checks the token
+against the ``callSid`` of ``start``, and hands the call to a ``TwilioBridge``. A bad, reused or
+missing token closes the stream (1008) with the reason logged. The session ends with the call:
+a phone stream cannot come back, so it is never parked for resume. When the session ends itself
+(``END_VOICE_SESSION``), the goodbye plays out, the stream closes, and with
+``TWILIO_ACCOUNT_SID`` set the call is hung up through Twilio's REST API.
 """
 
 from __future__ import annotations
@@ -20,22 +21,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import TYPE_CHECKING
 
 import aiohttp
-import jwt
 import structlog
 from aiohttp import WSMsgType, web
 
+from gateway.admission import Admission
+from gateway.config import Settings
 from gateway.protocol import EndReason
 from gateway.session import Outbound, Session, SessionUser
-from gateway.sessions import StartRefused
+from gateway.sessions import SessionManager, StartRefused
 from gateway.twilio_bridge import TwilioBridge
 from transports.twilio import codec
 from transports.twilio.signature import connect_twiml, valid_signature
-
-if TYPE_CHECKING:
-    from gateway.server import GatewayServer
 
 __all__ = ["TwilioRoutes"]
 
@@ -45,14 +43,15 @@ MAX_TWILIO_FRAME = 64 * 1024  # a media frame is ~300 bytes; start carries param
 
 
 class TwilioRoutes:
-    def __init__(self, server: GatewayServer) -> None:
-        self.server = server
-        self.settings = server.settings
+    def __init__(self, settings: Settings, admission: Admission, manager: SessionManager) -> None:
+        self.settings = settings
+        self.admission = admission
+        self.manager = manager
 
     # POST /twilio/voice ----------------------------------------------------------------------
 
     async def voice(self, request: web.Request) -> web.Response:
-        if self.server.draining:
+        if self.admission.draining:
             # Twilio then tries the number's fallback URL instead of a stream we would refuse.
             return web.Response(status=503, text="the gateway is draining")
         form = {key: str(value) for key, value in (await request.post()).items()}
@@ -70,8 +69,10 @@ class TwilioRoutes:
             _log.warning("twilio_webhook_refused", reason="TWILIO_AUTH_TOKEN is not set")
             return web.Response(status=403, text="set TWILIO_AUTH_TOKEN to accept Twilio webhooks")
         call_sid = form.get("CallSid", "")
+        if not call_sid:
+            return web.Response(status=400, text="CallSid is missing")
         stream_url = self._public_url(request, "/twilio/media", websocket=True)
-        twiml = connect_twiml(stream_url, {"token": self._call_token(call_sid)})
+        twiml = connect_twiml(stream_url, {"token": self.admission.stream_token(call_sid)})
         return web.Response(text=twiml, content_type="text/xml")
 
     def _public_url(
@@ -91,23 +92,10 @@ class TwilioRoutes:
             url = "ws://" + url.split("://", 1)[1] if url.startswith("http://") else url
         return url
 
-    def _call_token(self, call_sid: str) -> str:
-        """A JWT for this call only, valid long enough for Twilio to open the stream."""
-        if self.settings.auth == "none" or self.settings.auth_secret is None:
-            return ""
-        now = int(time.time())
-        claims = {
-            "sub": f"twilio:{call_sid or 'unknown'}",
-            "roles": list(self.settings.twilio_roles),
-            "iat": now,
-            "exp": now + int(self.settings.twilio_token_ttl_s),
-        }
-        return jwt.encode(claims, self.settings.auth_secret.get_secret_value(), "HS256")
-
     # GET /twilio/media -----------------------------------------------------------------------
 
     async def media(self, request: web.Request) -> web.StreamResponse:
-        refused = self.server.admit(request)
+        refused = self.admission.refuse_socket(request)
         if refused is not None:
             return refused
         ws = web.WebSocketResponse(max_msg_size=MAX_TWILIO_FRAME, compress=False, heartbeat=30)
@@ -116,13 +104,9 @@ class TwilioRoutes:
         if start is None:
             await ws.close(code=1008, message=b"no start message")
             return ws
-        user = self.server.user_from_token(start.custom_parameters.get("token"))
-        if (
-            not isinstance(user, str)
-            and user.user_id.startswith("twilio:")
-            and user.user_id != f"twilio:{start.call_sid}"
-        ):
-            user = "the token was made for another call"
+        user = await self.admission.stream_user(
+            start.custom_parameters.get("token"), start.call_sid
+        )
         if isinstance(user, str):
             _log.warning("twilio_stream_refused", reason=user, call_sid=start.call_sid)
             await ws.close(code=1008, message=b"unauthorized")
@@ -157,7 +141,7 @@ class TwilioRoutes:
             greeting=self.settings.twilio_greeting or None,
             max_audio_frames=self.settings.outbound_audio_frames,
         )
-        manager = self.server.manager
+        manager = self.manager
 
         async def start_session(event: object, outbound: Outbound) -> Session:
             return await manager.start(event, user, outbound)  # type: ignore[arg-type]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily
@@ -35,8 +35,15 @@ class FrameCounts(Collector):
         yield frames_out
 
 
+UNKNOWN_TOOL = "unknown"
+
+
 class Metrics:
-    def __init__(self) -> None:
+    """``tool_ids``: the registry's tools, the only values a ``tool`` label takes (a name the
+    model made up counts under ``unknown``: labels never come from outside input)."""
+
+    def __init__(self, tool_ids: Iterable[str] = ()) -> None:
+        self._tool_ids = frozenset(tool_ids)
         self.registry = CollectorRegistry()
         r = self.registry
         self.active_sessions = Gauge("gateway_active_sessions", "Open client sessions", registry=r)
@@ -90,14 +97,18 @@ class Metrics:
             "gateway_session_resumes_total", "Sessions resumed by a reconnecting client", registry=r
         )
 
-    # RunObserver (gateway.toolrun) hooks.
+    def tool_label(self, tool_id: str) -> str:
+        return tool_id if tool_id in self._tool_ids else UNKNOWN_TOOL
+
+    # RunObserver (gateway.toolrun) hooks. ``outcome`` is "ok" or an error type (a closed set).
     def call_finished(self, tool_id: str, outcome: str, duration_s: float) -> None:
-        self.tool_calls.labels(tool_id, outcome).inc()
+        tool = self.tool_label(tool_id)
+        self.tool_calls.labels(tool, outcome).inc()
         if duration_s > 0:
-            self.tool_latency.labels(tool_id).observe(duration_s)
+            self.tool_latency.labels(tool).observe(duration_s)
 
     def soft_limit_exceeded(self, tool_id: str, mode: str) -> None:
-        self.soft_limit_overruns.labels(tool_id, mode).inc()
+        self.soft_limit_overruns.labels(self.tool_label(tool_id), mode).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -41,6 +41,7 @@ __all__ = [
     "CallPolicy",
     "Execute",
     "Refuse",
+    "availability_refusal",
     "count_execution",
     "decide_call",
     "has_explicit_intent",
@@ -116,16 +117,10 @@ def _prompt(spec: ToolSpec, args: dict[str, Any]) -> str:
     return f"Confirm {spec.tool_id} with {shown}?{does}{where}"
 
 
-def decide_call(
-    call: ToolCall,
-    policy: CallPolicy,
-    turn: TurnState,
-    book: ConfirmationBook,
-    *,
-    now: datetime,
-    new_id: Callable[[], str],
-) -> Decision:
-    """Decide one call. Mutates ``turn`` (counts) and ``book`` (opens or takes confirmations)."""
+def availability_refusal(call: ToolCall, policy: CallPolicy) -> Refuse | None:
+    """Checks 1-3: may this user call this tool, here, now? Also asked again when an approved
+    confirmation is about to run (roles may have dropped on a resume, the mode may have
+    changed since the call was made)."""
     spec = policy.registry.get(call.tool_id)
     if spec is None:
         return Refuse(call, ToolErrorType.NOT_FOUND, f"no tool named '{call.tool_id}'", "unknown")
@@ -145,6 +140,24 @@ def decide_call(
             f"'{spec.tool_id}' cannot be used in {policy.mode} mode",
             "mode",
         )
+    return None
+
+
+def decide_call(
+    call: ToolCall,
+    policy: CallPolicy,
+    turn: TurnState,
+    book: ConfirmationBook,
+    *,
+    now: datetime,
+    new_id: Callable[[], str],
+) -> Decision:
+    """Decide one call. Mutates ``turn`` (counts) and ``book`` (opens or takes confirmations)."""
+    refusal = availability_refusal(call, policy)
+    if refusal is not None:
+        return refusal
+    spec = policy.registry.get(call.tool_id)
+    assert spec is not None
     try:
         parsed = _parse(call.arguments)
     except ArgumentError as exc:

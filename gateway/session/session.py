@@ -213,6 +213,10 @@ class Session:
         self._ms_per_output_byte = 1000 / 2 / caps.output_rate  # PCM16 at the provider's rate
         self.state = transition(self.state, "started")
 
+    def share_event_budget(self, bucket: TokenBucket) -> None:
+        """Spend the connection's event budget (its control frames spend from it too)."""
+        self._control_events = bucket
+
     def attach(self, outbound: Outbound) -> None:
         self.outbound = outbound
         if self.state is SessionState.DETACHED:
@@ -520,10 +524,7 @@ class Session:
 
     async def _run_batch(self, event: up.ToolCallsRequested) -> None:
         try:
-            await self.tools.handle_batch(event)
-        except Exception:
-            self._log.exception("tool_batch_failed")
-            await self.tools.answer_failed_batch(event)
+            await self.tools.handle_batch(event)  # answers every call, whatever fails
         finally:
             await self._batch_finished(event.response_id)
 

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from gateway.orchestrator import (
+    CallPolicy,
     Execute,
     LookupResult,
     PendingConfirmation,
     Refuse,
+    availability_refusal,
     count_execution,
     decide_call,
     redacted,
@@ -33,7 +36,13 @@ from gateway.protocol import (
     ToolFinished,
     ToolStarted,
 )
-from gateway.toolrun import AuditDecision, CallOutcome, ToolCall
+from gateway.toolrun import (
+    ArgumentError,
+    AuditDecision,
+    CallOutcome,
+    ToolCall,
+    measure_arguments,
+)
 from tools._core import ToolErrorType, ToolResponse
 from transports.base import ToolResult
 from transports.events import ToolCallsRequested
@@ -62,12 +71,38 @@ def tool_finished_event(outcome: CallOutcome) -> ToolFinished:
     )
 
 
+_GATEWAY_FAILED = "The gateway failed while handling this call; retry later."
+
+
+@dataclass(slots=True)
+class _BatchProgress:
+    """How far a batch got: what a failure half-way must still report."""
+
+    started: set[str] = field(default_factory=set)
+    skipped: set[str] = field(default_factory=set)
+    outcomes: dict[str, CallOutcome] = field(default_factory=dict)
+
+
 class ToolFlow:
     def __init__(self, session: Session, new_id: Callable[[], str] | None = None) -> None:
         self._s = session
         self._new_id = new_id or (lambda: f"conf_{uuid.uuid4().hex[:16]}")
 
     async def handle_batch(self, event: ToolCallsRequested) -> None:
+        """Decide, run and answer one batch. Whatever fails, every call gets its
+        ``tool.started``, ``tool.finished``, audit line and one result for the model."""
+        calls = [
+            ToolCall(c.call_id or f"call_{uuid.uuid4().hex}", c.name, c.arguments)
+            for c in event.calls
+        ]
+        progress = _BatchProgress()
+        try:
+            await self._handle(calls, progress)
+        except Exception:
+            _log.exception("tool_batch_failed")
+            await self._fail_rest(calls, progress)
+
+    async def _handle(self, calls: list[ToolCall], progress: _BatchProgress) -> None:
         s = self._s
         # Expiry always goes through one path (client, audit and model told) before decisions,
         # at the same instant the decisions use.
@@ -76,16 +111,13 @@ class ToolFlow:
         s.turn.begin_round()
         policy = s.call_policy()
         executions: list[Execute] = []
-        outcomes: dict[str, CallOutcome] = {}
+        outcomes = progress.outcomes
         opened: list[PendingConfirmation] = []
-        calls = [
-            ToolCall(c.call_id or f"call_{uuid.uuid4().hex}", c.name, c.arguments)
-            for c in event.calls
-        ]
         for call in calls:
             if s.runner.seen(call.call_id):
+                progress.skipped.add(call.call_id)
                 continue  # duplicate delivery: it was (or is being) answered once already
-            decision = decide_call(call, policy, s.turn, s.book, now=now, new_id=self._new_id)
+            decision = self._decide(call, policy, now)
             if isinstance(decision, Refuse):
                 if decision.reason in ("budget", "rounds"):
                     s.metrics.budget_refusals.labels(decision.reason).inc()
@@ -103,13 +135,13 @@ class ToolFlow:
                     arguments=decision.args,
                     **decision.extra,
                 )
-                self._started(call, decision.args)
-                s.emit(tool_finished_event(outcome))
+                self._started(call, decision.args, progress)
                 outcomes[call.call_id] = outcome
+                s.emit(tool_finished_event(outcome))
                 if decision.opened is not None:
                     opened.append(decision.opened)
             else:
-                self._started(call, decision.args)
+                self._started(call, decision.args, progress)
                 executions.append(decision)
         if executions:
             ran = await s.runner.run_batch(
@@ -140,21 +172,46 @@ class ToolFlow:
         if results:
             await s.transport.send_tool_results(results)
 
-    async def answer_failed_batch(self, event: ToolCallsRequested) -> None:
-        """The model must not wait forever for results that will not come: every call of a
-        batch the gateway failed to handle is answered INTERNAL (transports drop answers for
-        calls already answered)."""
-        failure = ToolResponse.failure(
-            ToolErrorType.INTERNAL, "The gateway failed while handling this call; retry later."
-        )
-        results = [
-            ToolResult(c.call_id, c.name, failure.to_envelope({"callId": c.call_id}))
-            for c in event.calls
-        ]
+    def _decide(self, call: ToolCall, policy: CallPolicy, now: datetime) -> Execute | Refuse:
+        s = self._s
         try:
-            await self._s.transport.send_tool_results(results)
+            return decide_call(call, policy, s.turn, s.book, now=now, new_id=self._new_id)
         except Exception:
-            _log.exception("tool_batch_answer_failed")
+            _log.exception("tool_decision_failed", call_id=call.call_id)
+            return Refuse(call, ToolErrorType.INTERNAL, _GATEWAY_FAILED, "internal")
+
+    async def _fail_rest(self, calls: list[ToolCall], progress: _BatchProgress) -> None:
+        """The batch failed half-way: each call not yet reported is refused INTERNAL (audited,
+        told to the client), and the model gets a result for every call, the real one where the
+        call ran (a failed send is tried once more; transports drop an answer for a call
+        already answered)."""
+        s = self._s
+        results = []
+        for call in calls:
+            if call.call_id in progress.skipped:
+                continue
+            outcome = progress.outcomes.get(call.call_id)
+            if outcome is None:
+                try:
+                    outcome = s.runner.refuse(
+                        call, s.caller(), ToolErrorType.INTERNAL, _GATEWAY_FAILED, reason="internal"
+                    )
+                    if call.call_id not in progress.started:
+                        self._started(call, None, progress)
+                    s.emit(tool_finished_event(outcome))
+                except Exception:
+                    _log.exception("tool_call_report_failed", call_id=call.call_id)
+                    failure = ToolResponse.failure(ToolErrorType.INTERNAL, _GATEWAY_FAILED)
+                    envelope = failure.to_envelope({"callId": call.call_id})
+                    results.append(ToolResult(call.call_id, call.tool_id, envelope))
+                    continue
+            if not outcome.cancelled:
+                results.append(ToolResult(call.call_id, call.tool_id, outcome.envelope))
+        if results:
+            try:
+                await s.transport.send_tool_results(results)
+            except Exception:
+                _log.exception("tool_batch_answer_failed")
 
     async def respond(
         self,
@@ -177,7 +234,18 @@ class ToolFlow:
         assert pending is not None
         spec = s.registry.get(pending.tool_id)
         args = pending.args
+        if approve:
+            # Asked again now: roles may have dropped (a resume with another token), the mode or
+            # the session's tools may have changed since the model made the call.
+            call = ToolCall(pending.call_id, pending.tool_id, pending.args)
+            refusal = availability_refusal(call, s.call_policy())
+            if refusal is not None:
+                return await self._refuse_approval(pending, refusal)
         if approve and parameters is not None and spec is not None:
+            try:
+                measure_arguments(parameters)
+            except ArgumentError as exc:
+                return ErrorCode.INVALID_EVENT, f"parameters: {exc}"
             problem = spec.validator.problem(parameters)
             if problem is not None:
                 return ErrorCode.INVALID_EVENT, problem
@@ -210,6 +278,33 @@ class ToolFlow:
         s.track(self._run_approved(pending, call))
         return None
 
+    async def _refuse_approval(
+        self, pending: PendingConfirmation, refusal: Refuse
+    ) -> tuple[ErrorCode, str]:
+        """An approval of a call the user may no longer make: closed, nothing runs; the model
+        and the client are told why."""
+        s = self._s
+        s.book.take(pending.confirmation_id, s.clock.now())
+        message = (
+            f"{refusal.message}; checked again when confirmation {pending.confirmation_id} "
+            "was approved, so nothing was done"
+        )
+        refused = s.runner.refuse(
+            ToolCall(pending.call_id, pending.tool_id, pending.args),
+            s.caller(),
+            refusal.error_type,
+            message,
+            decision=AuditDecision.BLOCKED,
+            reason=f"approval_{refusal.reason}",
+            arguments=pending.args,
+        )
+        s.metrics.confirmations.labels("rejected").inc()
+        self._resolved(pending, ConfirmationOutcome.REJECTED, None)
+        await s.transport.send_late_result(
+            ToolResult(pending.call_id, pending.tool_id, refused.envelope)
+        )
+        return ErrorCode.FORBIDDEN, message
+
     async def _run_approved(self, pending: PendingConfirmation, call: ToolCall) -> None:
         s = self._s
         outcome = await s.runner.run(call, s.caller(), decision=AuditDecision.CONFIRMED)
@@ -226,7 +321,11 @@ class ToolFlow:
 
     # -- events to the client ----------------------------------------------------------------
 
-    def _started(self, call: ToolCall, args: dict[str, Any] | None) -> None:
+    def _started(
+        self, call: ToolCall, args: dict[str, Any] | None, progress: _BatchProgress | None = None
+    ) -> None:
+        if progress is not None:
+            progress.started.add(call.call_id)
         shown = redacted(self._s.registry.get(call.tool_id), args)
         self._s.emit(ToolStarted(call_id=call.call_id, name=call.tool_id, arguments=shown))
 

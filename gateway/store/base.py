@@ -47,6 +47,8 @@ class ResumeRecord:
     user_id: str
     token_hash: str
     snapshot: SessionSnapshot
+    # The tenant the session belongs to: a resume must come from the same tenant.
+    tenant: str | None = None
 
 
 class SessionStore(Protocol):
@@ -54,14 +56,21 @@ class SessionStore(Protocol):
         """Keep ``record`` for ``ttl_s`` seconds (the resume window), replacing any older one."""
         ...
 
-    async def claim(self, session_id: str, token_hash: str, user_id: str) -> ResumeRecord | None:
-        """Take the record if id, token and user all match and it has not expired.
+    async def claim(
+        self, session_id: str, token_hash: str, user_id: str, tenant: str | None = None
+    ) -> ResumeRecord | None:
+        """Take the record if id, token, user and tenant all match and it has not expired.
 
-        A record can be claimed once; a wrong token or user leaves it in place.
+        A record can be claimed once; a wrong token, user or tenant leaves it in place.
         """
         ...
 
     async def drop(self, session_id: str, token_hash: str) -> None:
         """Forget the record if it is still the one parked with ``token_hash`` (the session
         ended for good here; a newer park, on another node, stays)."""
+        ...
+
+    async def claim_once(self, key: str, ttl_s: float) -> bool:
+        """True the first time ``key`` is claimed within ``ttl_s`` seconds, False after (a
+        single-use token's id)."""
         ...

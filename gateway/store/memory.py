@@ -14,6 +14,7 @@ class MemoryStore:
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
         self._records: dict[str, tuple[ResumeRecord, float]] = {}
+        self._once: dict[str, float] = {}
 
     def __len__(self) -> int:
         self._purge()
@@ -23,13 +24,19 @@ class MemoryStore:
         self._purge()
         self._records[record.session_id] = (record, self._clock.monotonic() + ttl_s)
 
-    async def claim(self, session_id: str, token_hash: str, user_id: str) -> ResumeRecord | None:
+    async def claim(
+        self, session_id: str, token_hash: str, user_id: str, tenant: str | None = None
+    ) -> ResumeRecord | None:
         self._purge()
         entry = self._records.get(session_id)
         if entry is None:
             return None
         record = entry[0]
-        if not hmac.compare_digest(record.token_hash, token_hash) or record.user_id != user_id:
+        if (
+            not hmac.compare_digest(record.token_hash, token_hash)
+            or record.user_id != user_id
+            or record.tenant != tenant
+        ):
             return None
         del self._records[session_id]
         return record
@@ -39,7 +46,16 @@ class MemoryStore:
         if entry is not None and hmac.compare_digest(entry[0].token_hash, token_hash):
             del self._records[session_id]
 
+    async def claim_once(self, key: str, ttl_s: float) -> bool:
+        self._purge()
+        if key in self._once:
+            return False
+        self._once[key] = self._clock.monotonic() + ttl_s
+        return True
+
     def _purge(self) -> None:
         now = self._clock.monotonic()
         for session_id in [k for k, (_, until) in self._records.items() if until <= now]:
             del self._records[session_id]
+        for key in [k for k, until in self._once.items() if until <= now]:
+            del self._once[key]

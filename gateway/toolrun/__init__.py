@@ -5,6 +5,7 @@ from gateway.toolrun.arguments import (
     ParsedArguments,
     arguments_hash,
     canonical_json,
+    measure_arguments,
     parse_arguments,
 )
 from gateway.toolrun.audit import (
@@ -39,6 +40,7 @@ __all__ = [
     "ToolRunner",
     "arguments_hash",
     "canonical_json",
+    "measure_arguments",
     "parse_arguments",
     "project",
 ]

@@ -224,11 +224,17 @@ class ToolRunner:
         except ArgumentError as exc:
             return self._fail_before(call, caller, ToolErrorType.VALIDATION, str(exc))
         args = parsed.args
-        problem = spec.validator.problem(args)
+        try:
+            problem = spec.validator.problem(args)
+            canonical = canonical_json(args)
+        except Exception as exc:  # arguments measured, but a validator is code too
+            _log.error("tool_arguments_unhandled", tool=spec.tool_id, exception=type(exc).__name__)
+            return self._fail_before(
+                call, caller, ToolErrorType.VALIDATION, "the arguments could not be checked"
+            )
         if problem is not None:
             return self._fail_before(call, caller, ToolErrorType.VALIDATION, problem, args)
 
-        canonical = canonical_json(args)
         if self._cache is not None and spec.idempotent and spec.cache_ttl_s:
             cached = self._cache.get(caller.user_id, spec.tool_id, canonical)
             if cached is not None:

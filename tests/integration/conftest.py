@@ -49,7 +49,7 @@ async def gateway_factory(full_registry: Registry, tmp_path: Path) -> AsyncItera
             store=store,
         )
         manager, metrics = server.manager, server.metrics
-        runner = web.AppRunner(server.app())
+        runner = server.runner()
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()

@@ -5,92 +5,27 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
 import os
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 
 import aiohttp
 import pytest
 from harness import Fakes, Gateway, GatewayFactory, pcm_silence, token
+from raw_socket_kit import raw_client
 from websockets.asyncio.client import connect as ws_connect
 
 from transports.openai_realtime.fake_server import FakeOptions, FakeRealtimeServer
-from transports.websocket.client import accept_key
 from transports.websocket.frames import (
     OP_CLOSE,
     OP_PING,
     OP_PONG,
     OP_TEXT,
-    FrameReader,
-    MaskKeys,
-    Message,
     close_code,
     encode_frame,
 )
 
 pytestmark = pytest.mark.both_loops
-
-
-@dataclass
-class RawClient:
-    """A client writing whatever bytes a test wants and reading the server's frames."""
-
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
-    frames: FrameReader = field(
-        default_factory=lambda: FrameReader(masked=False, max_message=1 << 22)
-    )
-    keys: MaskKeys = field(default_factory=MaskKeys)
-    pending: list[Message] = field(default_factory=list)
-
-    def send(self, opcode: int, payload: bytes, *, masked: bool = True) -> None:
-        self.writer.write(encode_frame(opcode, payload, self.keys.next() if masked else None))
-
-    async def next(self, within: float = 5.0) -> Message | None:
-        """The next frame; None at the end of the connection."""
-        async with asyncio.timeout(within):
-            while not self.pending:
-                data = await self.reader.read(65536)
-                if not data:
-                    return None
-                self.pending += self.frames.feed(data)
-        return self.pending.pop(0)
-
-    async def until(self, opcode: int, within: float = 5.0) -> Message:
-        while True:
-            frame = await self.next(within)
-            assert frame is not None, f"connection ended before opcode {opcode}"
-            if frame[0] == opcode:
-                return frame
-
-
-@contextlib.asynccontextmanager
-async def raw_client(gateway: Gateway, **headers: str) -> AsyncIterator[RawClient]:
-    host, port = gateway.url.removeprefix("http://").split(":")
-    reader, writer = await asyncio.open_connection(host, int(port))
-    key = base64.b64encode(os.urandom(16)).decode()
-    head = {
-        "Host": f"{host}:{port}",
-        "Upgrade": "websocket",
-        "Connection": "Upgrade",
-        "Sec-WebSocket-Key": key,
-        "Sec-WebSocket-Version": "13",
-        "Authorization": f"Bearer {token()}",
-        **headers,
-    }
-    lines = ["GET /v1/session HTTP/1.1", *(f"{k}: {v}" for k, v in head.items())]
-    writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
-    response = (await reader.readuntil(b"\r\n\r\n")).decode()
-    assert response.startswith("HTTP/1.1 101"), response
-    assert f"Sec-WebSocket-Accept: {accept_key(key)}" in response
-    try:
-        yield RawClient(reader, writer)
-    finally:
-        writer.close()
-        with contextlib.suppress(ConnectionError):
-            await writer.wait_closed()
 
 
 async def upgrade_status(gateway: Gateway, **headers: str) -> tuple[int, dict[str, str], str]:
@@ -132,7 +67,7 @@ async def test_auth_is_checked_before_the_upgrade(gateway: Gateway) -> None:
 
 
 async def test_a_ping_is_answered_with_its_payload(gateway: Gateway) -> None:
-    async with raw_client(gateway) as client:
+    async with raw_client(gateway.url) as client:
         client.send(OP_PING, b"are you there")
         assert await client.until(OP_PONG) == (OP_PONG, b"are you there")
 
@@ -148,7 +83,7 @@ async def test_a_ping_is_answered_with_its_payload(gateway: Gateway) -> None:
 async def test_a_client_that_breaks_the_protocol_gets_the_close_code_that_says_why(
     gateway: Gateway, frame: tuple[int, bytes], masked: bool, code: int
 ) -> None:
-    async with raw_client(gateway) as client:
+    async with raw_client(gateway.url) as client:
         client.send(*frame, masked=masked)
         closing = await client.until(OP_CLOSE)
         assert isinstance(closing[1], bytes)
@@ -157,7 +92,7 @@ async def test_a_client_that_breaks_the_protocol_gets_the_close_code_that_says_w
 
 
 async def test_a_fragmented_text_message_is_one_event(gateway: Gateway) -> None:
-    async with raw_client(gateway) as client:
+    async with raw_client(gateway.url) as client:
         message = b'{"type":"ping","id":"fragmented"}'
         keys = client.keys
         first = bytearray(encode_frame(OP_TEXT, message[:10], keys.next()))
@@ -187,7 +122,7 @@ async def test_a_client_that_stops_answering_is_dropped_and_its_session_parked(
     gateway_factory: GatewayFactory,
 ) -> None:
     gateway = await gateway_factory(client_keepalive_s=0.05)
-    async with raw_client(gateway) as client:
+    async with raw_client(gateway.url) as client:
         client.send(OP_TEXT, b'{"type":"session.start","mode":"text"}')
         started = json.loads((await client.until(OP_TEXT))[1])
         assert started["type"] == "session.started"

@@ -433,7 +433,8 @@ async def test_mode_the_provider_cannot_do_is_forbidden(gateway_factory: Gateway
 async def test_rate_limited_events_are_retryable_and_the_session_goes_on(
     gateway_factory: GatewayFactory,
 ) -> None:
-    gateway = await gateway_factory(client_events_per_s=1, client_events_burst=3)
+    # The connection's budget: session.start spends one of the burst of 4, three are left.
+    gateway = await gateway_factory(client_events_per_s=1, client_events_burst=4)
     async with gateway.session() as client:
         for i in range(10):
             await client.send("ping", id=i, event_id=f"p{i}")
@@ -730,8 +731,7 @@ async def test_a_tool_batch_that_fails_inside_the_gateway_is_still_answered(
         await client.send("text.send", text="/tool get_current_time {}")
         reply = (await client.until_reply())[-1]
         await alive(client)
-    # The model got an INTERNAL result instead of waiting forever, and answered.
+    # The model got the call's result on a second try instead of waiting forever, and answered.
     ((name, envelope),) = model_results(reply["text"])
     assert name == "get_current_time"
-    assert envelope["ok"] is False
-    assert envelope["error"]["type"] == "INTERNAL"
+    assert envelope["ok"] is True

@@ -21,7 +21,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from harness import Gateway, GatewayFactory, pcm_silence, pcm_tone, token
+from harness import Gateway, GatewayFactory, pcm_silence, pcm_tone
 
 from transports.openai_realtime.fake_server import FakeOptions, FakeRealtimeServer
 from transports.twilio import mulaw
@@ -161,7 +161,9 @@ async def twilio_gateway(
 async def call(gateway: Gateway, call_token: str | None = None) -> TwilioClient:
     ws = await gateway.http.ws_connect(f"{gateway.url}/twilio/media")
     client = TwilioClient(ws)
-    await client.begin(token(f"twilio:{CALL_SID}") if call_token is None else call_token)
+    if call_token is None:  # what the webhook would hand Twilio for this call
+        call_token = gateway.server.admission.stream_token(CALL_SID)
+    await client.begin(call_token)
     return client
 
 

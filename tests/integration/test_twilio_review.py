@@ -230,7 +230,7 @@ async def test_a_draining_gateway_refuses_the_voice_webhook(
     hands Twilio TwiML pointing at it: the caller gets a dead call instead of Twilio's
     fallback URL (which a non-2xx answer to the webhook would trigger)."""
     gateway = await twilio_gateway(gateway_factory, fake, public_url="https://gw.example.com")
-    gateway.server.draining = True
+    gateway.server.admission.draining = True
     form = {"CallSid": CALL_SID, "From": "+15550001111", "To": "+15552223333"}
     signature = twilio_signature(AUTH_TOKEN, "https://gw.example.com/twilio/voice", form)
     async with gateway.http.post(

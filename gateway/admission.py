@@ -1,0 +1,171 @@
+"""Who may come in: the checks every endpoint shares, in one place (server and Twilio routes).
+
+For every request (``middleware``):
+    1. auth off: the ``Host`` must name this machine (DNS rebinding)     403
+    2. requests per client address per minute (through trusted proxies)   429
+       (probes and the metrics scrape are not counted)
+
+For a WebSocket upgrade (``refuse_socket``), then:
+    3. ``Origin``: absent, listed, or, with auth off, a page of this machine  403
+    4. draining                                                            503
+    5. the gateway's session cap                                           503
+
+Then the token: a user token on ``/v1/session`` (``user``), a phone-stream token on
+``/twilio/media`` (``stream_user``), each refused where the other is expected; a stream token is
+used once (the store remembers its id until it expires).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+import structlog
+from aiohttp import web
+
+from gateway.clock import Clock
+from gateway.config import Settings
+from gateway.security import (
+    ConnectionRateLimiter,
+    TokenAuthority,
+    TokenRefused,
+    TrustedProxies,
+    is_loopback_host_header,
+    origin_allowed,
+    parse_networks,
+)
+from gateway.session import SessionUser
+
+__all__ = ["UNCOUNTED_PATHS", "Admission", "OnceStore", "json_error"]
+
+_log = structlog.get_logger("admission")
+
+# Probes and scrapes come from the infrastructure, often many a minute: never rate-limited.
+UNCOUNTED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+ANONYMOUS_USER = "local"
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class OnceStore(Protocol):
+    """Where a single-use token id is remembered (the session store; Redis across nodes)."""
+
+    async def claim_once(self, key: str, ttl_s: float) -> bool: ...
+
+
+def json_error(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> web.Response:
+    return web.json_response(
+        {"error": {"code": code, "message": message}}, status=status, headers=headers
+    )
+
+
+class Admission:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        clock: Clock,
+        sessions_open: Callable[[], int],
+        once: OnceStore,
+    ) -> None:
+        self._settings = settings
+        self._clock = clock
+        self._sessions_open = sessions_open
+        self._once = once
+        self._auth_on = settings.auth != "none"
+        secret = settings.auth_secret
+        self.tokens = (
+            TokenAuthority(secret.get_secret_value(), max_lifetime_s=settings.token_max_lifetime_s)
+            if self._auth_on and secret is not None
+            else None
+        )
+        self.proxies = TrustedProxies(parse_networks(settings.trusted_proxies))
+        self._limiter = ConnectionRateLimiter(settings.connections_per_minute)
+        self.draining = False
+
+    # -- every request ---------------------------------------------------------------------------
+
+    def client_address(self, request: web.Request) -> str:
+        return self.proxies.client_address(request.remote, request.headers.get("X-Forwarded-For"))
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if not self._auth_on and not is_loopback_host_header(request.headers.get("Host")):
+            _log.warning("host_refused", host=_short(request.headers.get("Host")))
+            return json_error(403, "forbidden", "this gateway answers to localhost names only")
+        if request.path not in UNCOUNTED_PATHS:
+            address = self.client_address(request)
+            if not self._limiter.admit(address, self._clock.monotonic()):
+                return json_error(429, "rate_limited", "too many connections; slow down")
+        return await handler(request)
+
+    # -- WebSocket upgrades ----------------------------------------------------------------------
+
+    def refuse_socket(self, request: web.Request) -> web.Response | None:
+        """Why this upgrade is refused before any token is read, or None."""
+        origin = request.headers.get("Origin")
+        if not origin_allowed(
+            origin, allowed=self._settings.allowed_origins, auth_enabled=self._auth_on
+        ):
+            _log.warning("origin_refused", origin=_short(origin), path=request.path)
+            return json_error(403, "forbidden", "origin not allowed")
+        if self.draining:
+            return json_error(503, "unavailable", "the gateway is draining")
+        if self._sessions_open() >= self._settings.max_sessions:
+            return json_error(503, "rate_limited", "the gateway is at its session limit")
+        return None
+
+    def user(self, request: web.Request) -> SessionUser | str:
+        """The user of a ``/v1/session`` upgrade, or why it is refused (a 401 body)."""
+        header = request.headers.get("Authorization", "")
+        token = header[7:].strip() if header.lower().startswith("bearer ") else None
+        return self.user_from_token(token or request.query.get("token"))
+
+    def user_from_token(self, token: str | None) -> SessionUser | str:
+        if self.tokens is None:
+            return SessionUser(user_id=ANONYMOUS_USER, roles=tuple(self._settings.anonymous_roles))
+        try:
+            verified = self.tokens.verify_user(token, time.time())
+        except TokenRefused as refused:
+            return str(refused)
+        return SessionUser(
+            user_id=verified.subject,
+            roles=verified.roles,
+            tenant=verified.tenant,
+            token=token,
+        )
+
+    async def stream_user(self, token: str | None, call_sid: str) -> SessionUser | str:
+        """The caller of a Twilio stream, or why it is refused. A token opens one stream."""
+        roles = tuple(self._settings.twilio_roles)
+        if self.tokens is None:
+            return SessionUser(user_id=f"twilio:{call_sid}", roles=roles)
+        now = time.time()
+        try:
+            verified = self.tokens.verify_stream(token, now, call_sid=call_sid)
+        except TokenRefused as refused:
+            return str(refused)
+        assert verified.token_id is not None
+        ttl = max(verified.expires_at - now, 1.0) + 60.0  # past expiry and clock skew
+        if not await self._once.claim_once(f"stream-token:{verified.token_id}", ttl):
+            return "this stream token was used already"
+        return SessionUser(user_id=verified.subject, roles=verified.roles, tenant=verified.tenant)
+
+    def stream_token(self, call_sid: str) -> str:
+        """The token a TwiML answer hands Twilio for this call ("" with auth off)."""
+        if self.tokens is None:
+            return ""
+        return self.tokens.mint_stream(
+            call_sid,
+            now=time.time(),
+            ttl_s=self._settings.twilio_token_ttl_s,
+            roles=tuple(self._settings.twilio_roles),
+        )
+
+
+def _short(value: str | None, limit: int = 120) -> str | None:
+    """Header values in logs are the client's words: bounded."""
+    return value if value is None or len(value) <= limit else value[:limit] + "…"

@@ -1,0 +1,149 @@
+"""A ``Session`` with nothing around it: a transport that records what the session sends it, an
+outbound that keeps the events the client would see, an audit sink in memory and a manual
+clock. For tests of the session and its tool flow without sockets.
+
+Importable from any test module (``tests/`` is on ``sys.path`` through the root conftest).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+from gateway.clock import ManualClock
+from gateway.observability import Metrics
+from gateway.registry import Registry
+from gateway.session import Session, SessionUser
+from gateway.store import SessionSnapshot
+from gateway.toolrun import DEFAULT_BUDGETS, MemoryAuditSink, ToolRunner
+from transports.base import Capabilities, Mode, ToolResult, UpstreamConfig
+from transports.events import UpstreamEvent
+
+
+@dataclass
+class RecordingTransport:
+    """A ``Transport`` that records every call; ``events()`` yields what a test pushes."""
+
+    capabilities: Capabilities = field(
+        default_factory=lambda: Capabilities(input_rate=24000, output_rate=24000)
+    )
+    calls: list[tuple[str, Any]] = field(default_factory=list)
+    results: list[ToolResult] = field(default_factory=list)
+    late_results: list[ToolResult] = field(default_factory=list)
+    queue: asyncio.Queue[UpstreamEvent | None] = field(default_factory=asyncio.Queue)
+
+    async def connect(self, config: UpstreamConfig) -> None:
+        self.calls.append(("connect", config))
+
+    async def events(self) -> AsyncIterator[UpstreamEvent]:
+        while (event := await self.queue.get()) is not None:
+            yield event
+
+    async def send_audio(self, pcm: bytes) -> None:
+        self.calls.append(("send_audio", pcm))
+
+    async def commit_audio(self) -> None:
+        self.calls.append(("commit_audio", None))
+
+    async def clear_audio(self) -> None:
+        self.calls.append(("clear_audio", None))
+
+    async def send_text(self, text: str) -> None:
+        self.calls.append(("send_text", text))
+
+    async def add_context(self, text: str) -> None:
+        self.calls.append(("add_context", text))
+
+    async def send_tool_results(self, results: Sequence[ToolResult]) -> None:
+        self.results.extend(results)
+        self.calls.append(("send_tool_results", list(results)))
+
+    async def send_late_result(self, result: ToolResult) -> None:
+        self.late_results.append(result)
+        self.calls.append(("send_late_result", result))
+
+    async def cancel_response(self) -> None:
+        self.calls.append(("cancel_response", None))
+
+    async def truncate(self, response_id: str, played_ms: int) -> None:
+        self.calls.append(("truncate", (response_id, played_ms)))
+
+    async def update(self, *, mode: Mode | None = None, instructions: str | None = None) -> None:
+        self.calls.append(("update", (mode, instructions)))
+
+    async def close(self) -> None:
+        self.calls.append(("close", None))
+        self.queue.put_nowait(None)
+
+
+@dataclass
+class RecordingOutbound:
+    """What the client would receive: events decoded, audio frames as bytes."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    audio_frames: list[bytes] = field(default_factory=list)
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def event(self, payload: bytes, *, after_audio: bool = False) -> None:
+        self.events.append(orjson.loads(payload))
+
+    def audio(self, pcm: bytes) -> None:
+        self.audio_frames.append(pcm)
+
+    def discard_audio(self) -> None:
+        self.audio_frames.clear()
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["type"] == kind]
+
+
+@dataclass
+class Rig:
+    session: Session
+    transport: RecordingTransport
+    outbound: RecordingOutbound
+    audit: MemoryAuditSink
+    clock: ManualClock
+
+
+def make_session(
+    registry: Registry,
+    data_dir: Path,
+    *,
+    roles: tuple[str, ...] = (),
+    mode: Literal["voice", "text"] = "text",
+    user_id: str = "alice",
+) -> Rig:
+    clock = ManualClock()
+    audit = MemoryAuditSink()
+    transport = RecordingTransport()
+    runner = ToolRunner(registry, data_dir=data_dir, audit=audit, clock=clock)
+    setup = SessionSnapshot(
+        provider="local",
+        mode=mode,
+        input_rate=24000,
+        output_rate=24000,
+        enabled_tools=None,
+        instructions="test",
+    )
+    session = Session(
+        session_id="sess_test",
+        user=SessionUser(user_id=user_id, roles=roles),
+        setup=setup,
+        registry=registry,
+        transport=transport,
+        runner=runner,
+        budgets=DEFAULT_BUDGETS,
+        clock=clock,
+        metrics=Metrics(spec.tool_id for spec in registry.tools()),
+        confirmation_ttl_s=120.0,
+    )
+    session.upstream_ready()
+    outbound = RecordingOutbound()
+    session.attach(outbound)  # type: ignore[arg-type]
+    return Rig(session, transport, outbound, audit, clock)
