@@ -8,41 +8,21 @@ It stops accepting (``/readyz`` 503, upgrades refused), ends every open session 
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import signal
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
 from harness import Client, types
+from process_kit import build_registry_file, gateway_process
 
-REPO = Path(__file__).resolve().parents[2]
-START_WITHIN_S = 20.0
 EXIT_WITHIN_S = 15.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
 def registry_file(tmp_path: Path) -> Path:
-    out = tmp_path / "tool_registry.json"
-    subprocess.run(
-        [sys.executable, "-m", "registry_build", "--tools", "tools", "--out", str(out), "--quiet"],
-        cwd=REPO,
-        check=True,
-        timeout=60,
-    )
-    return out
+    return build_registry_file(tmp_path / "tool_registry.json")
 
 
 async def status_of(http: aiohttp.ClientSession, url: str) -> int | None:
@@ -66,87 +46,44 @@ async def poll_status(
         await asyncio.sleep(0.02)
 
 
-def json_lines(path: Path) -> list[dict[str, Any]]:
-    records = []
-    for line in path.read_text().splitlines():
-        if not line.strip():
-            continue
-        record = json.loads(line)  # fails the test on any line that is not JSON
-        assert isinstance(record, dict), line
-        records.append(record)
-    return records
-
-
 async def test_sigterm_drains_sessions_and_exits(tmp_path: Path, registry_file: Path) -> None:
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("GATEWAY_")}
-    env.update(
-        GATEWAY_AUTH="none",
-        GATEWAY_HOST="127.0.0.1",
-        GATEWAY_PORT=str(port),
-        GATEWAY_PROVIDER="local",
-        GATEWAY_REGISTRY=str(registry_file),
-        GATEWAY_DATA_DIR=str(tmp_path / "data"),
-        GATEWAY_DRAIN_GRACE_S="1.0",
-        GATEWAY_LOG_FORMAT="json",
-        GATEWAY_LOCAL_PACE="0",
-    )
-    stdout_path, stderr_path = tmp_path / "stdout.log", tmp_path / "stderr.log"
-    with stdout_path.open("wb") as stdout, stderr_path.open("wb") as stderr:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "gateway",
-            "serve",
-            cwd=REPO,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=stderr,
-        )
-    try:
-        async with aiohttp.ClientSession() as http:
-            await poll_status(http, f"{base}/readyz", {200}, START_WITHIN_S)
+    async with (
+        gateway_process(
+            tmp_path, registry_file, auth="none", drain_grace_s="1.0", provider="local"
+        ) as node,
+        aiohttp.ClientSession() as http,
+    ):
+        base = node.url
+        text_ws = await http.ws_connect(f"{base}/v1/session")
+        voice_ws = await http.ws_connect(f"{base}/v1/session")
+        text, voice = Client(text_ws), Client(voice_ws)
+        await text.start("text")
+        await voice.start("voice")
+        assert (await text.say("before the drain"))[-1]["text"] == "You said: before the drain"
+        seen_before = {id(c): len(c.events) for c in (text, voice)}
 
-            text_ws = await http.ws_connect(f"{base}/v1/session")
-            voice_ws = await http.ws_connect(f"{base}/v1/session")
-            text, voice = Client(text_ws), Client(voice_ws)
-            await text.start("text")
-            await voice.start("voice")
-            assert (await text.say("before the drain"))[-1]["text"] == "You said: before the drain"
-            seen_before = {id(c): len(c.events) for c in (text, voice)}
+        node.signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        # Draining: not ready, and no new session is accepted.
+        assert await poll_status(http, f"{base}/readyz", {503}, 3.0) == 503
+        with pytest.raises((aiohttp.WSServerHandshakeError, aiohttp.ClientConnectionError)) as no:
+            await http.ws_connect(f"{base}/v1/session")
+        if isinstance(no.value, aiohttp.WSServerHandshakeError):
+            assert no.value.status == 503
 
-            proc.send_signal(signal.SIGTERM)
-            signalled = time.monotonic()
-            # Draining: not ready, and no new session is accepted.
-            assert await poll_status(http, f"{base}/readyz", {503}, 3.0) == 503
-            with pytest.raises(
-                (aiohttp.WSServerHandshakeError, aiohttp.ClientConnectionError)
-            ) as no:
-                await http.ws_connect(f"{base}/v1/session")
-            if isinstance(no.value, aiohttp.WSServerHandshakeError):
-                assert no.value.status == 503
+        for client in (text, voice):
+            code = await client.wait_closed(within=EXIT_WITHIN_S)
+            assert code == 1000
+            after = client.events[seen_before[id(client)] :]
+            assert types(after)[-1:] == ["session.ended"], types(after)
+            assert after[-1]["reason"] == "shutdown"
+            assert types(client.events).count("session.ended") == 1
 
-            for client in (text, voice):
-                code = await client.wait_closed(within=EXIT_WITHIN_S)
-                assert code == 1000
-                after = client.events[seen_before[id(client)] :]
-                assert types(after)[-1:] == ["session.ended"], types(after)
-                assert after[-1]["reason"] == "shutdown"
-                assert types(client.events).count("session.ended") == 1
+        remaining = EXIT_WITHIN_S - (time.monotonic() - signalled)
+        assert await node.wait(within=max(remaining, 0.01)) == 0
+        assert time.monotonic() - signalled < EXIT_WITHIN_S
 
-            remaining = EXIT_WITHIN_S - (time.monotonic() - signalled)
-            returncode = await asyncio.wait_for(proc.wait(), timeout=max(remaining, 0.01))
-            assert returncode == 0
-            assert time.monotonic() - signalled < EXIT_WITHIN_S
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await asyncio.wait_for(proc.wait(), timeout=10)
-
-    written = json_lines(stdout_path) + json_lines(stderr_path)
-    events = [r.get("event") for r in written]
+    events = [r.get("event") for r in node.log_records()]  # every line is one JSON object
     for expected in ("gateway_listening", "gateway_draining", "gateway_stopped"):
         assert events.count(expected) == 1, events
     assert events.count("session_ended") == 2
