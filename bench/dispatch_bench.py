@@ -1,6 +1,6 @@
 """``scripts/bench dispatch``: the cost of one tool call, on the fake's clock, with a no-op tool.
 
-One OpenAI fake in echo + dispatch mode (``transports.openai_realtime.fake_dispatch``) is the
+One OpenAI fake in echo + dispatch mode (``fakes.openai_realtime.dispatch``) is the
 upstream of every target. A dispatching session streams 20 ms frames at 50 fps and makes one in
 ``every`` a marker frame; the fake answers each marker with a whole function-call response for
 ``noop`` and stamps two instants on its own clock: the response's last frame written, and the

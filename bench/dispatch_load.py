@@ -12,7 +12,7 @@ Three ways to reach the fake (``Endpoint.protocol``):
 
 Every session sends one 20 ms frame per period on an absolute schedule (a late send does not push
 the later ones back). The dispatching session makes every ``every``-th frame a marker frame
-(``transports.openai_realtime.fake_dispatch.marker_frame``): the fake answers it with a whole
+(``fakes.openai_realtime.dispatch.marker_frame``): the fake answers it with a whole
 call of the no-op tool instead of its echo. The background sessions send frames and count the
 echo that comes back: from ``goload`` (``bench/goload``, a compiled load generator that leaves
 the shared core to the fake) when it builds, else from this process. Every wait is bounded.
@@ -34,7 +34,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from bench.goload_runner import run_goload
-from transports.openai_realtime.fake_dispatch import marker_frame
+from fakes.openai_realtime.dispatch import marker_frame
 
 __all__ = [
     "BackgroundResult",

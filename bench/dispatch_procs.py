@@ -47,7 +47,7 @@ def start_dispatch_fake(
     log_dir: Path, timings: Path, timeout_s: float = 20.0
 ) -> tuple[ChildProcess, str]:
     """The OpenAI fake in echo + dispatch mode; returns it and its base URL (``ws://…/v1``)."""
-    argv = [sys.executable, "-m", "transports.openai_realtime.fake_server"]
+    argv = [sys.executable, "-m", "fakes.openai_realtime"]
     argv += ["--port", str(free_port()), "--echo", "--no-log", "--dispatch"]
     argv += ["--timings", str(timings)]
     child = ChildProcess("fake upstream", argv, os.environ, log_dir / "fake.log")

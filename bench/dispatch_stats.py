@@ -1,6 +1,6 @@
 """The pure parts of ``scripts/bench dispatch``: the fake's timing lines, percentiles, the table.
 
-The OpenAI fake in dispatch mode (``transports.openai_realtime.fake_dispatch``) appends one JSON
+The OpenAI fake in dispatch mode (``fakes.openai_realtime.dispatch``) appends one JSON
 line per answered tool call: ``{"call_id", "emitted_ns", "received_ns"}`` on its own
 ``perf_counter_ns`` clock. A dispatch's overhead is ``received_ns − emitted_ns``: from the last
 frame of the function-call response on the socket to the arrival of its ``function_call_output``,

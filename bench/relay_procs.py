@@ -127,7 +127,7 @@ def wait_for_log_line(child: ChildProcess, needle: str, timeout_s: float) -> str
 def start_fake_upstream(log_dir: Path, timeout_s: float = 20.0) -> tuple[ChildProcess, str]:
     """The OpenAI Realtime fake in echo mode; returns it and its base URL (``ws://…/v1``)."""
     port = free_port()
-    argv = [sys.executable, "-m", "transports.openai_realtime.fake_server", "--port", str(port)]
+    argv = [sys.executable, "-m", "fakes.openai_realtime", "--port", str(port)]
     child = ChildProcess(
         "fake upstream", [*argv, "--echo", "--no-log"], os.environ, log_dir / "fake.log"
     )
@@ -145,7 +145,7 @@ def start_gemini_fake(
     """The Gemini Live fake in echo mode, TLS only; returns it, its base URL (``https://…``) and
     the certificate to trust (``<cert_dir>/cert.pem``)."""
     port = free_port()
-    argv = [sys.executable, "-m", "transports.gemini_live.fake_server", "--port", str(port)]
+    argv = [sys.executable, "-m", "fakes.gemini_live", "--port", str(port)]
     argv += ["--cert-dir", str(cert_dir), "--echo", "--no-log"]
     child = ChildProcess("gemini fake", argv, os.environ, log_dir / "fake.log")
     try:

@@ -22,13 +22,13 @@ import pytest
 from harness import Client, Gateway, GatewayFactory, types
 from test_gateway_chat import chat_gateway
 
+from fakes.chat.server import FakeChatOptions, FakeChatServer
 from gateway.registry import Registry
 from gateway.toolrun import Caller, MemoryAuditSink, ToolCall, ToolRunner
 from transports.base import ToolDeclaration, ToolResult, UpstreamConfig
 from transports.chat import ChatOptions, ChatTransport
 from transports.chat.calls import PlannedCalls, plan_calls
 from transports.chat.dialects import Dialect
-from transports.chat.fake_server import FakeChatOptions, FakeChatServer
 from transports.chat.inline import InlineMarkerFilter, MarkerProblem
 from transports.chat.reader import Completion, CompletionReader
 from transports.events import (

@@ -15,7 +15,7 @@ from harness import Fakes, Gateway, GatewayFactory, pcm_silence, token
 from raw_socket_kit import raw_client
 from websockets.asyncio.client import connect as ws_connect
 
-from transports.openai_realtime.fake_server import FakeOptions, FakeRealtimeServer
+from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
 from transports.websocket.frames import (
     OP_CLOSE,
     OP_PING,

@@ -1,6 +1,6 @@
 """Client ↔ gateway ↔ the fake chat-completions server, over real sockets, through the SDK.
 
-The fake (``transports/chat/fake_server.py``) streams like the real API, with tool calls the hard
+The fake (``fakes/chat/server.py``) streams like the real API, with tool calls the hard
 way (arguments in 3-character fragments, parallel calls interleaved by index) and answers with
 the local model's directives: ``/tool``, ``/tools``, ``/badjson``, ``/chain N`` (call again in
 each round until N rounds), ``/unsure`` (confidence 0.4), ``/http STATUS [TIMES]``, ``/cut``,
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from harness import Client, Fakes, Gateway, GatewayFactory, first, model_results, types
 
-from transports.chat.fake_server import FakeChatOptions, FakeChatServer
+from fakes.chat.server import FakeChatOptions, FakeChatServer
 
 FakeFactory = Callable[..., Awaitable[FakeChatServer]]
 

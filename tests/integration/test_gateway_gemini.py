@@ -1,6 +1,6 @@
 """Client ↔ gateway ↔ the Gemini Live fake, over real sockets (TLS), through the official SDK.
 
-The fake (``transports/gemini_live/fake_server.py``) follows BidiGenerateContent as the reference
+The fake (``fakes/gemini_live/server.py``) follows BidiGenerateContent as the reference
 describes it and answers with the local model's brain: ``/tool``, ``/tools``, ``/say`` and
 ``You said: …``; a voice utterance of N ms is transcribed ``audio:<N>ms``.
 """
@@ -24,7 +24,7 @@ from harness import (
     types,
 )
 
-from transports.gemini_live.fake_server import (
+from fakes.gemini_live.server import (
     FakeGeminiOptions,
     FakeGeminiServer,
 )

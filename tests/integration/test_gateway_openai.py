@@ -1,6 +1,6 @@
 """Client ↔ gateway ↔ the OpenAI Realtime fake, over real sockets, through the official SDK.
 
-The fake (``transports/openai_realtime/fake_server.py``) follows the GA protocol of the reference
+The fake (``fakes/openai_realtime/server.py``) follows the GA protocol of the reference
 and answers with the local model's brain: ``/tool``, ``/tools``, ``/say`` and ``You said: …``; a
 voice utterance of N ms is transcribed ``audio:<N>ms``; each spoken word is 100 ms of audio. Its
 frame log shows exactly what the gateway sent upstream.
@@ -26,8 +26,8 @@ from harness import (
     types,
 )
 
+from fakes.openai_realtime.server import FakeConnection, FakeOptions, FakeRealtimeServer
 from transports.openai_realtime.codec import NOT_RUN_OUTPUT
-from transports.openai_realtime.fake_server import FakeConnection, FakeOptions, FakeRealtimeServer
 
 FakeFactory = Callable[..., Awaitable[FakeRealtimeServer]]
 # The gateway serves on uvloop by default: the whole relay runs on both loops.

@@ -23,7 +23,7 @@ import pytest
 from aiohttp import web
 from harness import Gateway, GatewayFactory, pcm_silence, pcm_tone
 
-from transports.openai_realtime.fake_server import FakeOptions, FakeRealtimeServer
+from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
 from transports.twilio import mulaw
 from transports.twilio.signature import twilio_signature
 

@@ -23,7 +23,7 @@ from harness import (
 )
 from test_gateway_resume import Store, drop, eventually, resume
 
-from transports.openai_realtime.fake_server import FakeOptions, FakeRealtimeServer
+from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
 
 CARE = {"patient_id": "pat_1042", "note": "please log that she ate well", "severity": "low"}
 CALL_SID = "CA00000000000000000000000000000001"

@@ -20,6 +20,7 @@ import pytest
 from harness import DelegatingTransport, GatewayFactory, pcm_silence, pcm_tone
 from test_gateway_twilio import AUTH_TOKEN, CALL_SID, call, twilio_gateway, twilio_rest
 
+from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
 from gateway import twilio_bridge
 from gateway.app import make_transport
 from gateway.config import Settings
@@ -28,7 +29,6 @@ from gateway.protocol.client_events import SessionStart
 from gateway.session.outbound import Outbound
 from gateway.twilio_bridge import TwilioBridge
 from transports.base import ToolResult, Transport
-from transports.openai_realtime.fake_server import FakeOptions, FakeRealtimeServer
 from transports.twilio import codec
 from transports.twilio.signature import twilio_signature
 

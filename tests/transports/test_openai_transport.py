@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from openai import AsyncOpenAI
 
+from fakes.openai_realtime.server import FakeRealtimeServer
 from transports.openai_realtime import RealtimeOptions, backoff_delay
-from transports.openai_realtime.fake_server import FakeRealtimeServer
 from transports.openai_realtime.transport import frame_sender
 
 

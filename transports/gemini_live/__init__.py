@@ -1,6 +1,6 @@
-"""Gemini Live upstream: wire models, a pure codec, the SDK transport, a faithful fake.
+"""Gemini Live upstream: wire models, a pure codec, the SDK transport.
 
-The fake server (``fake_server``) is for tests and benchmarks; it is not imported here.
+Its faithful fake server lives in ``fakes`` (tests, benchmarks, demos), apart from the product.
 """
 
 from transports.gemini_live.codec import GeminiCodec

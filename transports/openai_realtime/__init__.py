@@ -1,6 +1,6 @@
-"""OpenAI Realtime (GA) upstream: wire models, a pure codec, the transport, a faithful fake.
+"""OpenAI Realtime (GA) upstream: wire models, a pure codec, the transport.
 
-The fake server (``fake_server``) is for tests and benchmarks; it is not imported here.
+Its faithful fake server lives in ``fakes`` (tests, benchmarks, demos), apart from the product.
 """
 
 from transports.openai_realtime.codec import RealtimeCodec

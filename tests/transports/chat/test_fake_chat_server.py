@@ -21,9 +21,9 @@ import pytest
 from cli_kit import served
 from openai.types.chat import ChatCompletionChunk
 
+from fakes.chat.brain import Cut, HttpError, Text
+from fakes.chat.server import FakeChatOptions, FakeChatServer
 from transports.chat.assembler import ToolCallAssembler
-from transports.chat.fake_brain import Cut, HttpError, Text
-from transports.chat.fake_server import FakeChatOptions, FakeChatServer
 from transports.chat.inline import InlineCall, InlineMarkerFilter, MarkerProblem
 
 TIMEOUT_S = 10
@@ -304,7 +304,7 @@ async def test_closing_breaks_off_a_slow_stream() -> None:
 async def test_the_command_line_serves_until_sigterm() -> None:
     args = ("--port", "0", "--api-key", "sk-cli", "--fragment-size", "100")
     listening = rb"listening (http://127\.0\.0\.1:\d+/v1)\n"
-    async with served("transports.chat.fake_server", *args, listening=listening) as cli:
+    async with served("fakes.chat", *args, listening=listening) as cli:
         async with openai.AsyncOpenAI(
             base_url=cli.match.group(1).decode(), api_key="sk-cli", max_retries=0
         ) as client:

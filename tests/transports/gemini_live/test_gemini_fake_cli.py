@@ -1,4 +1,4 @@
-"""``python -m transports.gemini_live.fake_server``: it makes its certificate, says where it
+"""``python -m fakes.gemini_live``: it makes its certificate, says where it
 listens, serves over TLS with the flags it was given, and exits 0 on SIGTERM after closing its
 connections with 1001."""
 
@@ -24,7 +24,7 @@ async def test_the_command_line_serves_until_sigterm(tmp_path: Path) -> None:
     args = ("--port", "0", "--cert-dir", str(cert_dir), "--api-key", "cli-key")
     flags = ("--text-frames", "--duplicate-tool-calls")
     listening = rb"listening (https://127\.0\.0\.1:(\d+))\n"
-    module = "transports.gemini_live.fake_server"
+    module = "fakes.gemini_live"
     async with served(module, *args, *flags, listening=listening) as cli:
         url = f"wss://127.0.0.1:{int(cli.match.group(2))}{PATH}"
         context = ssl.create_default_context(cafile=str(cert_dir / "cert.pem"))

@@ -20,8 +20,8 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from transports.gemini_live.fake_server import FakeGeminiOptions, FakeGeminiServer
-from transports.gemini_live.fake_session import Phase
+from fakes.gemini_live.server import FakeGeminiOptions, FakeGeminiServer
+from fakes.gemini_live.session import Phase
 from transports.local.speech import plan_speech
 
 TIMEOUT_S = 5

@@ -21,7 +21,7 @@ from google import genai
 from google.genai import errors, types
 from websockets.exceptions import InvalidStatus
 
-from transports.gemini_live.fake_server import FakeGeminiOptions, FakeGeminiServer
+from fakes.gemini_live.server import FakeGeminiOptions, FakeGeminiServer
 from transports.local.speech import plan_speech
 from transports.local.tones import silence, tone
 

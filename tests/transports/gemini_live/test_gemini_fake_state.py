@@ -15,16 +15,16 @@ import orjson
 import pytest
 from cryptography import x509
 
-from transports.gemini_live.fake_input import AudioInput, SpeechStarted, UtteranceEnded, pcm_rate
-from transports.gemini_live.fake_memory import SessionStore
-from transports.gemini_live.fake_messages import (
+from fakes.gemini_live.audio_input import AudioInput, SpeechStarted, UtteranceEnded, pcm_rate
+from fakes.gemini_live.memory import SessionStore
+from fakes.gemini_live.messages import (
     echo_frame,
     echo_frames,
     model_audio,
     usage_metadata,
 )
-from transports.gemini_live.fake_options import FakeGeminiOptions
-from transports.gemini_live.fake_routing import (
+from fakes.gemini_live.options import FakeGeminiOptions
+from fakes.gemini_live.routing import (
     LISTENING,
     CallsPlan,
     FailPlan,
@@ -36,12 +36,12 @@ from transports.gemini_live.fake_routing import (
     envelope_of,
     tool_args,
 )
-from transports.gemini_live.fake_session import FakeGeminiSession, Phase
-from transports.gemini_live.fake_setup import apply_context_update, parse_setup
-from transports.gemini_live.fake_speech import HangPlan, SpeechPlan, SpeechRun
-from transports.gemini_live.fake_tls import ensure_certificate
-from transports.gemini_live.fake_tools import Answer, ToolBatch, forget_calls
-from transports.gemini_live.fake_wire import (
+from fakes.gemini_live.session import FakeGeminiSession, Phase
+from fakes.gemini_live.setup import apply_context_update, parse_setup
+from fakes.gemini_live.speech import HangPlan, SpeechPlan, SpeechRun
+from fakes.gemini_live.tls import ensure_certificate
+from fakes.gemini_live.tools import Answer, ToolBatch, forget_calls
+from fakes.gemini_live.wire import (
     Action,
     Begin,
     Close,

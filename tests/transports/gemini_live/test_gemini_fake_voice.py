@@ -21,7 +21,7 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
-from transports.gemini_live.fake_server import FakeGeminiOptions, FakeGeminiServer
+from fakes.gemini_live.server import FakeGeminiOptions, FakeGeminiServer
 from transports.local.tones import silence, tone
 
 TIMEOUT_S = 5

@@ -1,4 +1,4 @@
-"""``python -m transports.openai_realtime.fake_server``: it says where it listens, serves, and
+"""``python -m fakes.openai_realtime``: it says where it listens, serves, and
 exits 0 on SIGTERM after closing its connections with 1001."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ TIMEOUT_S = 20
 async def test_the_command_line_serves_until_sigterm() -> None:
     args = ("--port", "0", "--api-key", "sk-cli", "--arg-fragment", "100")
     listening = rb"listening (ws://127\.0\.0\.1:(\d+)/v1)\n"
-    async with served("transports.openai_realtime.fake_server", *args, listening=listening) as cli:
+    async with served("fakes.openai_realtime", *args, listening=listening) as cli:
         url = cli.match.group(1).decode() + "/realtime?model=gpt-realtime"
         headers = {"Authorization": "Bearer sk-cli"}
         async with (

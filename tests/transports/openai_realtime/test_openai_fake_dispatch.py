@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 import websockets
 
-from transports.openai_realtime.fake_dispatch import (
+from fakes.openai_realtime.dispatch import (
     DISPATCH_MARKER,
     DispatchLog,
     is_dispatch_audio,
     marker_frame,
 )
-from transports.openai_realtime.fake_server import FakeOptions, FakeRealtimeServer, _parse_args
-from transports.openai_realtime.fake_session import FakeSession
-from transports.openai_realtime.fake_wire import Send, Stamp
+from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer, _parse_args
+from fakes.openai_realtime.session import FakeSession
+from fakes.openai_realtime.wire import Send, Stamp
 
 TIMEOUT_S = 5
 MARKED = base64.b64encode(marker_frame(960)).decode()

@@ -20,8 +20,8 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
 from transports.local.tones import silence
-from transports.openai_realtime.fake_server import FakeOptions, FakeRealtimeServer
 
 TIMEOUT_S = 5
 WEATHER = '/tool get_weather {"city":"Paris"}'

@@ -30,8 +30,8 @@ from openai.types.realtime import (
 )
 from websockets.exceptions import ConnectionClosedError, InvalidStatus
 
+from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
 from transports.local.speech import plan_speech
-from transports.openai_realtime.fake_server import FakeOptions, FakeRealtimeServer
 
 TIMEOUT_S = 5
 WEATHER_TOOL = {

@@ -12,10 +12,7 @@ from typing import Any
 
 import pytest
 
-from transports.local.brain import FAIL_MESSAGE, LocalBrain, ToolCall
-from transports.local.speech import plan_speech
-from transports.local.tones import silence, tone
-from transports.openai_realtime.fake_audio import (
+from fakes.openai_realtime.audio import (
     AudioFormat,
     alaw_decode,
     alaw_encode,
@@ -23,16 +20,16 @@ from transports.openai_realtime.fake_audio import (
     ulaw_decode,
     ulaw_encode,
 )
-from transports.openai_realtime.fake_config import (
+from fakes.openai_realtime.config import (
     DEFAULT_INSTRUCTIONS,
     SERVER_VAD_DEFAULTS,
     default_session,
     merge_session_update,
     parse_response_overrides,
 )
-from transports.openai_realtime.fake_conversation import Conversation, Entry, parse_client_item
-from transports.openai_realtime.fake_response import CallsPlan, HangPlan, SpeechPlan
-from transports.openai_realtime.fake_routing import (
+from fakes.openai_realtime.conversation import Conversation, Entry, parse_client_item
+from fakes.openai_realtime.response import CallsPlan, HangPlan, SpeechPlan
+from fakes.openai_realtime.routing import (
     LISTENING,
     WAITING_FOR_RESULTS,
     AnswerAudio,
@@ -44,8 +41,8 @@ from transports.openai_realtime.fake_routing import (
     parse_tool_output,
     route,
 )
-from transports.openai_realtime.fake_session import FakeOptions, FakeSession, expiry_message
-from transports.openai_realtime.fake_wire import (
+from fakes.openai_realtime.session import FakeOptions, FakeSession, expiry_message
+from fakes.openai_realtime.wire import (
     Action,
     Begin,
     ClientError,
@@ -55,6 +52,9 @@ from transports.openai_realtime.fake_wire import (
     Send,
     Step,
 )
+from transports.local.brain import FAIL_MESSAGE, LocalBrain, ToolCall
+from transports.local.speech import plan_speech
+from transports.local.tones import silence, tone
 
 PCM = AudioFormat("audio/pcm", 24000)
 

@@ -19,8 +19,8 @@ import pytest
 import websockets
 from websockets.asyncio.client import ClientConnection
 
+from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
 from transports.local.tones import silence, tone
-from transports.openai_realtime.fake_server import FakeOptions, FakeRealtimeServer
 
 TIMEOUT_S = 5
 RATE = 24000

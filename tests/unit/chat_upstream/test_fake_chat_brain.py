@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from transports.chat.fake_brain import (
+from fakes.chat.brain import (
     Calls,
     Cut,
     FakeCall,
@@ -18,7 +18,7 @@ from transports.chat.fake_brain import (
     request_style,
     validate,
 )
-from transports.chat.fake_server import (
+from fakes.chat.server import (
     Envelope,
     FakeChatOptions,
     completion_object,

@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from transports.openai_realtime.fake_audio import AudioFormat, decode_base64_audio
-from transports.openai_realtime.fake_wire import (
+from fakes.openai_realtime.audio import AudioFormat, decode_base64_audio
+from fakes.openai_realtime.wire import (
     ClientError,
     IdSource,
     invalid_type,

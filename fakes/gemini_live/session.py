@@ -1,7 +1,7 @@
 """The per-connection protocol state of the fake Gemini Live server, as pure code.
 
 Inputs are parsed client messages (any mix of snake_case and camelCase names), "send goAway
-now" and "close now"; outputs are ``Action``s (``fake_wire``) for the async shell. Nothing here
+now" and "close now"; outputs are ``Action``s (``wire``) for the async shell. Nothing here
 awaits, sleeps or reads a clock, so every rule is testable without an event loop.
 
 Theory of operation. One connection is in one phase at a time:
@@ -26,14 +26,14 @@ CLOSED             terminal: a ``Close`` was emitted (a refused message, ``/drop
 A turn that ends (completed or interrupted) starts the newest input that waited for it.
 
 - Inputs: ``clientContent`` turns go to the history and (with ``turnComplete``) the newest user
-  text is answered; ``realtimeInput.text`` likewise; audio feeds the server VAD (``fake_input``),
+  text is answered; ``realtimeInput.text`` likewise; audio feeds the server VAD (``audio_input``),
   an utterance end sends ``inputTranscription`` (when enabled) and is answered. What answers is
-  ``fake_routing.decide`` (directives, then the session's ``LocalBrain``).
+  ``routing.decide`` (directives, then the session's ``LocalBrain``).
 - Barge-in: any ``clientContent`` while busy interrupts; detected speech, ``activityStart`` and
   ``realtimeInput.text`` interrupt when ``interrupt_on_speech`` and the setup's
   ``activityHandling`` allow it, else the input waits until the turn is over (only the newest
   waiting input is answered).
-- Resumption (``fake_memory``): with ``sessionResumption`` on, a turn starts with
+- Resumption (``memory``): with ``sessionResumption`` on, a turn starts with
   ``sessionResumptionUpdate {"newHandle": "", "resumable": false}``, a ``toolCall`` is followed
   by another one (tools pending), and a turn's end (completed or interrupted) is followed by a
   fresh handle (``resumable: true``); a connection that resumed gets one right after
@@ -52,11 +52,11 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from transports.gemini_live import fake_messages as to_client
-from transports.gemini_live.fake_input import AudioInput, InputEvent, SpeechStarted, pcm_rate
-from transports.gemini_live.fake_memory import SessionMemory, SessionStore
-from transports.gemini_live.fake_options import FakeGeminiOptions
-from transports.gemini_live.fake_routing import (
+from fakes.gemini_live import messages as to_client
+from fakes.gemini_live.audio_input import AudioInput, InputEvent, SpeechStarted, pcm_rate
+from fakes.gemini_live.memory import SessionMemory, SessionStore
+from fakes.gemini_live.options import FakeGeminiOptions
+from fakes.gemini_live.routing import (
     CallsPlan,
     FailPlan,
     GoAwayPlan,
@@ -68,15 +68,15 @@ from transports.gemini_live.fake_routing import (
     decide,
     decide_results,
 )
-from transports.gemini_live.fake_setup import SetupConfig, apply_context_update, parse_setup
-from transports.gemini_live.fake_speech import SpeechPlan, SpeechRun
-from transports.gemini_live.fake_tools import (
+from fakes.gemini_live.setup import SetupConfig, apply_context_update, parse_setup
+from fakes.gemini_live.speech import SpeechPlan, SpeechRun
+from fakes.gemini_live.tools import (
     Answer,
     ToolBatch,
     forget_calls,
     function_responses,
 )
-from transports.gemini_live.fake_wire import (
+from fakes.gemini_live.wire import (
     GOING_AWAY,
     INVALID_ARGUMENT,
     NOT_FOUND,

@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fakes.openai_realtime.audio import AudioFormat
+from fakes.openai_realtime.wire import ClientError
 from transports.local.vad import EnergyVad, VadSpeechStarted
-from transports.openai_realtime.fake_audio import AudioFormat
-from transports.openai_realtime.fake_wire import ClientError
 
 __all__ = [
     "MIN_COMMIT_MS",

@@ -3,7 +3,7 @@
 Each fake keeps its protocol in a pure session that returns *actions*; the aiohttp shell that
 carries them out has the same skeleton in both, and that skeleton lives here:
 
-- ``Close`` (from the pure ``fake_close``): the close action both sessions return;
+- ``Close`` (from the pure ``close``): the close action both sessions return;
 - ``ConnectionShell``: one accepted WebSocket: its frame log (``wait_for`` wakes on an
   ``asyncio.Condition``), the outbox drained by the one writer task (deliveries wait above a
   high-water mark until it is back down to a low-water mark), the paced delivery tasks and the
@@ -26,7 +26,7 @@ from typing import Any, Generic, Protocol, Self, TypeVar
 
 from aiohttp import WSMessage, WSMsgType, web
 
-from transports.fake_close import CLOSE_REASON_MAX_BYTES, Close
+from fakes.close import CLOSE_REASON_MAX_BYTES, Close
 
 __all__ = [
     "CLOSE_REASON_MAX_BYTES",

@@ -1,6 +1,6 @@
 """A faithful fake OpenAI Realtime (GA) server over aiohttp, for tests and benchmarks.
 
-The protocol lives in the pure ``FakeSession`` (``fake_session``); this module is the thin async
+The protocol lives in the pure ``FakeSession`` (``session``); this module is the thin async
 shell around it: it accepts the upgrade at ``<prefix>/realtime``, checks the key, feeds client
 frames to the session, and carries out the actions it returns. Per connection there are:
 
@@ -12,10 +12,10 @@ frames to the session, and carries out the actions it returns. Per connection th
 
 Every frame in both directions is logged (``FakeConnection.log``, unless ``log_frames=False``)
 and ``wait_for`` wakes on it, so tests wait for events instead of sleeping. In dispatch mode
-(``fake_dispatch``) the connections stamp each tool call they emit and its output's arrival in
+(``dispatch``) the connections stamp each tool call they emit and its output's arrival in
 the server's ``dispatch_log``.
 
-Run it alone with ``python -m transports.openai_realtime.fake_server --port P``.
+Run it alone with ``python -m fakes.openai_realtime --port P``.
 """
 
 from __future__ import annotations
@@ -33,10 +33,9 @@ from typing import Any
 import orjson
 from aiohttp import WSMsgType, web
 
-from transports.fake_shell import ConnectionShell, ServerShell, serve_until_signalled
-from transports.openai_realtime.fake_dispatch import DispatchLog
-from transports.openai_realtime.fake_session import FakeOptions, FakeSession
-from transports.openai_realtime.fake_wire import (
+from fakes.openai_realtime.dispatch import DispatchLog
+from fakes.openai_realtime.session import FakeOptions, FakeSession
+from fakes.openai_realtime.wire import (
     Action,
     Begin,
     Close,
@@ -46,6 +45,7 @@ from transports.openai_realtime.fake_wire import (
     Stamp,
     Step,
 )
+from fakes.shell import ConnectionShell, ServerShell, serve_until_signalled
 
 __all__ = ["FakeConnection", "FakeOptions", "FakeRealtimeServer", "main"]
 
@@ -262,7 +262,7 @@ def _error_response(status: int, code: str, message: str) -> web.Response:
 
 def _parse_args(argv: Sequence[str] | None) -> tuple[FakeOptions, str, int, Path | None]:
     parser = argparse.ArgumentParser(
-        prog="python -m transports.openai_realtime.fake_server",
+        prog="python -m fakes.openai_realtime",
         description="A faithful fake OpenAI Realtime (GA) server on ws://HOST:PORT/v1.",
     )
     parser.add_argument("--host", default="127.0.0.1")
@@ -281,7 +281,7 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[FakeOptions, str, int, Path
         "--dispatch",
         action="store_true",
         help="an append whose audio starts with the marker gets a whole tool call instead of "
-        "its echo (transports.openai_realtime.fake_dispatch)",
+        "its echo (fakes.openai_realtime.dispatch)",
     )
     dispatch.add_argument("--dispatch-tool", default="noop", help="the tool the model calls")
     dispatch.add_argument(

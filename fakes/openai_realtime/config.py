@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from transports.openai_realtime.fake_wire import (
+from fakes.openai_realtime.wire import (
     ClientError,
     invalid_type,
     invalid_value,

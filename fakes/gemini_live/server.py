@@ -1,8 +1,8 @@
 """A faithful fake Gemini Live (``BidiGenerateContent``) server, for tests and benchmarks.
 
-The protocol lives in the pure ``FakeGeminiSession`` (``fake_session``) and each connection's
-tasks in ``FakeGeminiConnection`` (``fake_connection``); this module is the listener. It serves
-TLS (the official SDK only speaks ``wss://``; ``fake_tls`` makes the certificate), accepts the
+The protocol lives in the pure ``FakeGeminiSession`` (``session``) and each connection's
+tasks in ``FakeGeminiConnection`` (``connection``); this module is the listener. It serves
+TLS (the official SDK only speaks ``wss://``; ``tls`` makes the certificate), accepts the
 upgrade on any path ending in
 ``google.ai.generativelanguage.{v1,v1beta,v1alpha}.GenerativeService.BidiGenerateContent`` (or
 ``…Constrained``) whatever comes before it (``//`` included; else HTTP 404), checks the key
@@ -10,7 +10,7 @@ upgrade on any path ending in
 key → HTTP 401 with a JSON body), accepts client frames up to 16 MiB with permessage-deflate, and
 keeps the resumption handles of every session (``handles``) across connections.
 
-Run it alone with ``python -m transports.gemini_live.fake_server --port P --cert-dir DIR``: it
+Run it alone with ``python -m fakes.gemini_live --port P --cert-dir DIR``: it
 prints ``listening https://127.0.0.1:P`` and serves until SIGTERM or SIGINT.
 """
 
@@ -27,15 +27,15 @@ from pathlib import Path
 
 from aiohttp import web
 
-from transports.fake_shell import ServerShell, serve_until_signalled
-from transports.gemini_live.fake_connection import FakeGeminiConnection
-from transports.gemini_live.fake_memory import SessionStore, Snapshot
-from transports.gemini_live.fake_options import FakeGeminiOptions
-from transports.gemini_live.fake_tls import (
+from fakes.gemini_live.connection import FakeGeminiConnection
+from fakes.gemini_live.memory import SessionStore, Snapshot
+from fakes.gemini_live.options import FakeGeminiOptions
+from fakes.gemini_live.tls import (
     client_ssl_context,
     ensure_certificate,
     server_ssl_context,
 )
+from fakes.shell import ServerShell, serve_until_signalled
 
 __all__ = ["FakeGeminiConnection", "FakeGeminiOptions", "FakeGeminiServer", "main"]
 
@@ -133,7 +133,7 @@ def _error_response(status: int, code: str, message: str) -> web.Response:
 
 def _parse_args(argv: Sequence[str] | None) -> tuple[FakeGeminiOptions, str, int, Path]:
     parser = argparse.ArgumentParser(
-        prog="python -m transports.gemini_live.fake_server",
+        prog="python -m fakes.gemini_live",
         description="A faithful fake Gemini Live (BidiGenerateContent) server on https://HOST:PORT.",
     )
     parser.add_argument("--host", default="127.0.0.1")

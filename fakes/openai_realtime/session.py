@@ -1,27 +1,27 @@
 """The per-connection protocol state of the fake OpenAI Realtime server, as pure code.
 
 Inputs are client events (parsed JSON), decoded audio and "the session expires now"; outputs are
-``Action``s (``fake_wire``) for the async shell: server events to send, closes, and responses to
+``Action``s (``wire``) for the async shell: server events to send, closes, and responses to
 deliver step by step. Nothing here awaits, sleeps or reads a clock, so every rule can be tested
 without an event loop. Theory of operation:
 
-- ``start()`` gives ``session.created`` (full GA session, ``fake_config``);
+- ``start()`` gives ``session.created`` (full GA session, ``config``);
 - ``handle(event)`` dispatches one client event. A ``ClientError`` raised by a handler becomes an
   ``error`` event echoing the client's ``event_id``; handlers validate before they change state,
   so a rejected event changes nothing;
 - one response is active at a time (``ResponseRun``); ``response.created`` is sent at once and
   ``Begin`` asks the shell to pull the remaining steps with ``next_step``;
 - what a response says: the items added since the previous response started are routed to the
-  ``LocalBrain`` (``fake_routing``), fake-only directives in user text first: ``/drop TEXT``
+  ``LocalBrain`` (``routing``), fake-only directives in user text first: ``/drop TEXT``
   (speak, then close 1011 after 2 deltas), ``/expire``, ``/hang``;
-- server VAD (``audio.input.turn_detection`` set, ``fake_input``): speech start →
+- server VAD (``audio.input.turn_detection`` set, ``audio_input``): speech start →
   ``speech_started`` (and, if ``interrupt_response`` and not ``ignore_interrupt``, the active
   response is cancelled with ``turn_detected``); utterance end → ``speech_stopped``,
   ``committed``, the user item, its transcription if on, a response if ``create_response``
   (unless one is still active);
 - echo mode answers every append with one ``response.output_audio.delta`` carrying the same
   base64 text, after a one-time preamble; nothing is decoded;
-- dispatch mode (on top of echo, ``fake_dispatch``): an append that starts with the marker is
+- dispatch mode (on top of echo, ``dispatch``): an append that starts with the marker is
   answered by a whole function-call response for ``dispatch_tool``, then a ``Stamp``; a
   ``response.create`` by an empty completed response at once.
 """
@@ -32,26 +32,25 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from transports.local.brain import FAIL_MESSAGE, Fail, LocalBrain, ToolCall, utterance_transcript
-from transports.openai_realtime.fake_audio import AudioFormat, decode_base64_audio, format_of
-from transports.openai_realtime.fake_config import (
+from fakes.openai_realtime.audio import AudioFormat, decode_base64_audio, format_of
+from fakes.openai_realtime.audio_input import InputAudio, SpeechStarted
+from fakes.openai_realtime.config import (
     ResponseOverrides,
     default_session,
     merge_session_update,
     parse_response_overrides,
 )
-from transports.openai_realtime.fake_conversation import Conversation, Entry, parse_client_item
-from transports.openai_realtime.fake_dispatch import is_dispatch_audio
-from transports.openai_realtime.fake_input import InputAudio, SpeechStarted
-from transports.openai_realtime.fake_response import (
+from fakes.openai_realtime.conversation import Conversation, Entry, parse_client_item
+from fakes.openai_realtime.dispatch import is_dispatch_audio
+from fakes.openai_realtime.response import (
     CallsPlan,
     ResponseRun,
     ResponseSettings,
     RunContext,
     SpeechPlan,
 )
-from transports.openai_realtime.fake_routing import Expire, decide, route
-from transports.openai_realtime.fake_wire import (
+from fakes.openai_realtime.routing import Expire, decide, route
+from fakes.openai_realtime.wire import (
     Action,
     Begin,
     ClientError,
@@ -67,6 +66,7 @@ from transports.openai_realtime.fake_wire import (
     invalid_value,
     missing_parameter,
 )
+from transports.local.brain import FAIL_MESSAGE, Fail, LocalBrain, ToolCall, utterance_transcript
 
 __all__ = ["CLIENT_EVENT_TYPES", "FakeOptions", "FakeSession", "expiry_message"]
 

@@ -1,9 +1,9 @@
 """Wire pieces of the fake Gemini Live server: names, base64, closes, actions, server messages.
 
-Pure. The fake is split the way the style guide asks: pure modules decide (``fake_setup``,
-``fake_input``, ``fake_speech``, ``fake_routing``, ``fake_tools``, ``fake_memory``,
-``fake_messages``, ``fake_session``) and return *actions*; the aiohttp shell
-(``fake_connection``, ``fake_server``) carries them out:
+Pure. The fake is split the way the style guide asks: pure modules decide (``setup``,
+``audio_input``, ``speech``, ``routing``, ``tools``, ``memory``,
+``messages``, ``session``) and return *actions*; the aiohttp shell
+(``connection``, ``server``) carries them out:
 
 - ``Send(message)``: send one server message (a dict, serialised compactly by the shell);
 - ``SendRaw(frame)``: send bytes already serialised (the echo mode builds its frames by hand);
@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from transports.fake_close import CLOSE_REASON_MAX_BYTES, Close
+from fakes.close import CLOSE_REASON_MAX_BYTES, Close
 
 __all__ = [
     "AUDIO_OUT_MIME",

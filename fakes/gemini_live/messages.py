@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from transports.gemini_live.fake_wire import AUDIO_OUT_MIME, Message, duration_text
+from fakes.gemini_live.wire import AUDIO_OUT_MIME, Message, duration_text
 
 __all__ = [
     "AUDIO_TOKENS_PER_S",

@@ -35,11 +35,9 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from transports.local.brain import ToolCall
-from transports.local.speech import plan_speech, split_words
-from transports.openai_realtime.fake_audio import format_of
-from transports.openai_realtime.fake_conversation import Conversation, Entry
-from transports.openai_realtime.fake_wire import (
+from fakes.openai_realtime.audio import format_of
+from fakes.openai_realtime.conversation import Conversation, Entry
+from fakes.openai_realtime.wire import (
     Action,
     Close,
     Event,
@@ -50,6 +48,8 @@ from transports.openai_realtime.fake_wire import (
     rate_limits,
     usage,
 )
+from transports.local.brain import ToolCall
+from transports.local.speech import plan_speech, split_words
 
 __all__ = [
     "DROP_REASON",

@@ -1,7 +1,7 @@
 """What outlives a connection of the fake Gemini Live server: sessions and resumption handles.
 
 Pure. A *session* is what the client resumes: its ``LocalBrain``, its conversation history and a
-few counters. A *connection* serves one session at a time (``fake_session``).
+few counters. A *connection* serves one session at a time (``session``).
 
 Theory of operation:
 

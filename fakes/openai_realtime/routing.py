@@ -11,7 +11,7 @@ Pure. ``route`` looks at the items added since the previous response started:
 3. else the newest system message → ``reply_to_text``;
 4. else "I'm listening.".
 
-``decide`` turns that into a ``Plan`` (``fake_response``); fake-only directives in user text come
+``decide`` turns that into a ``Plan`` (``response``); fake-only directives in user text come
 before the brain: ``/drop TEXT`` (speak TEXT, close 1011 after two deltas), ``/expire`` (the
 session expires now), ``/hang`` (``response.created`` and nothing else until cancelled),
 ``/hangcall NAME {json}`` (the call in full, as ``/tool`` would make it, then no ``response.done``
@@ -26,15 +26,15 @@ from typing import Any
 
 import orjson
 
-from transports.local.brain import CallTools, Fail, LocalBrain, Reply, ResponseError, Say
-from transports.openai_realtime.fake_conversation import TEXT_PARTS, Conversation, Entry
-from transports.openai_realtime.fake_response import (
+from fakes.openai_realtime.conversation import TEXT_PARTS, Conversation, Entry
+from fakes.openai_realtime.response import (
     CallsPlan,
     FailPlan,
     HangPlan,
     Plan,
     SpeechPlan,
 )
+from transports.local.brain import CallTools, Fail, LocalBrain, Reply, ResponseError, Say
 
 __all__ = [
     "DROP_AFTER_DELTAS",

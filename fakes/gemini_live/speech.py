@@ -23,14 +23,14 @@ import base64
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 
-from transports.gemini_live.fake_messages import (
+from fakes.gemini_live.messages import (
     AUDIO_TOKENS_PER_S,
     model_audio,
     model_text,
     output_transcription,
     text_tokens,
 )
-from transports.gemini_live.fake_wire import INTERNAL, Action, Close, Send, Step
+from fakes.gemini_live.wire import INTERNAL, Action, Close, Send, Step
 from transports.local.speech import plan_speech, split_words
 
 __all__ = ["INTERNAL_ERROR", "OUTPUT_RATE", "HangPlan", "SpeechPlan", "SpeechRun"]

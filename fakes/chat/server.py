@@ -1,12 +1,12 @@
 """A faithful fake chat-completions server (SSE) over aiohttp, for tests and benchmarks.
 
-What to answer is decided by the pure ``fake_brain.decide``; how it looks on the wire is made by
+What to answer is decided by the pure ``brain.decide``; how it looks on the wire is made by
 the pure ``stream_chunks`` / ``completion_object`` / ``error_body`` here; the rest is the thin
 aiohttp shell: ``POST /v1/chat/completions`` (and ``/chat/completions``), the Bearer key check,
 the request log (``requests``, ``responses``, ``wait_for_requests``), the waits between chunks,
 and ``Cut`` (the stream breaks off: no ``finish_reason``, no ``[DONE]``, the TCP is closed).
 
-Run it alone with ``python -m transports.chat.fake_server --port P [--api-key K]``.
+Run it alone with ``python -m fakes.chat --port P [--api-key K]``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any, Self
 import orjson
 from aiohttp import web
 
-from transports.chat.fake_brain import Calls, Cut, FakeCall, FakeReply, HttpError, Text, decide
+from fakes.chat.brain import Calls, Cut, FakeCall, FakeReply, HttpError, Text, decide
 
 __all__ = [
     "Envelope",
@@ -403,7 +403,7 @@ def _error(status: int, message: str, code: str | None, options: FakeChatOptions
 
 def _parse_args(argv: Sequence[str] | None) -> tuple[FakeChatOptions, str, int]:
     parser = argparse.ArgumentParser(
-        prog="python -m transports.chat.fake_server",
+        prog="python -m fakes.chat",
         description="A fake chat-completions server on http://HOST:PORT/v1.",
     )
     parser.add_argument("--host", default="127.0.0.1")

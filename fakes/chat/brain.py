@@ -2,7 +2,7 @@
 
 Pure (no I/O, no clock): ``decide`` validates the body like the real API does (a 400 that names
 the gateway's mistake in building the history), finds the turn, and picks a ``FakeReply``; the
-aiohttp shell (``fake_server``) streams it. Theory of operation:
+aiohttp shell (``server``) streams it. Theory of operation:
 
 - **Style**: what the request lets the model call tools with. ``native`` (``tools`` given and
   ``tool_choice`` not ``"none"``): ``Calls``; ``json`` (``response_format`` ``json_object``): a
@@ -31,7 +31,7 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from transports.chat.fake_validation import ROLES, message_text, validate
+from fakes.chat.validation import ROLES, message_text, validate
 from transports.chat.inline import MARKER, InlineCall, InlineMarkerFilter
 from transports.local.brain import (
     FAIL_MESSAGE,

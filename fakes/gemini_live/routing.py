@@ -31,8 +31,8 @@ from typing import Any
 
 import orjson
 
-from transports.gemini_live.fake_speech import INTERNAL_ERROR, HangPlan, SpeechPlan
-from transports.gemini_live.fake_wire import INTERNAL, fit_reason
+from fakes.gemini_live.speech import INTERNAL_ERROR, HangPlan, SpeechPlan
+from fakes.gemini_live.wire import INTERNAL, fit_reason
 from transports.local.brain import (
     CallTools,
     Fail,

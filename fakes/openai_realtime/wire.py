@@ -1,14 +1,14 @@
 """Wire pieces shared by the fake OpenAI Realtime server: errors, ids, actions, usage.
 
-The fake is split the way the style guide asks: pure modules decide (``fake_config``,
-``fake_conversation``, ``fake_response``, ``fake_session``) and return *actions*; the aiohttp
-shell (``fake_server``) carries them out. The actions are:
+The fake is split the way the style guide asks: pure modules decide (``config``,
+``conversation``, ``response``, ``session``) and return *actions*; the aiohttp
+shell (``server``) carries them out. The actions are:
 
 - ``Send(event)``: send one server event (already stamped with its ``event_id``);
 - ``Close(code, reason)``: close the socket after everything queued before it;
 - ``Begin(response_id)``: start delivering that response (``FakeSession.next_step``);
 - ``Halt(response_id)``: stop delivering it now (it was already closed out, or abandoned);
-- ``Stamp(call_id)``: dispatch mode (``fake_dispatch``): note the time once everything queued
+- ``Stamp(call_id)``: dispatch mode (``dispatch``): note the time once everything queued
   before it has been written to the socket.
 
 A response is delivered in ``Step``s; the shell sends a step's actions, then waits as the step
@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from transports.fake_close import Close
+from fakes.close import Close
 
 __all__ = [
     "Action",

@@ -2,7 +2,7 @@
 
 Pure. A ``ToolBatch`` is what one ``toolCall`` message carries: the brain's calls with their wire
 ids (``function-call-<n>``, from the session's shared counter), their ``args`` objects
-(``fake_routing.tool_args``), and the answers collected so far. ``answer`` takes one
+(``routing.tool_args``), and the answers collected so far. ``answer`` takes one
 ``functionResponse`` and says what became of it; the batch is ``complete`` once every id has an
 answer, and ``results`` then hands the brain ``(brain_call_id, name, envelope)`` in call order.
 Answers may come in any order and over several ``toolResponse`` messages.
@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from transports.gemini_live.fake_memory import SessionCounters
-from transports.gemini_live.fake_routing import envelope_of, tool_args
-from transports.gemini_live.fake_wire import (
+from fakes.gemini_live.memory import SessionCounters
+from fakes.gemini_live.routing import envelope_of, tool_args
+from fakes.gemini_live.wire import (
     INVALID_ARGUMENT,
     Message,
     ProtocolError,

@@ -1,6 +1,6 @@
 """The ``setup`` message of the fake Gemini Live server: validation and the settings it fixes.
 
-Pure. ``parse_setup`` takes the *normalised* (camelCase, ``fake_wire.normalise``) value of
+Pure. ``parse_setup`` takes the *normalised* (camelCase, ``wire.normalise``) value of
 ``setup`` and returns a ``SetupConfig`` or raises ``ProtocolError`` (the socket then closes
 before ``setupComplete``, which the SDK's ``connect()`` raises as ``APIError``):
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from transports.gemini_live.fake_wire import (
+from fakes.gemini_live.wire import (
     INVALID_ARGUMENT,
     Message,
     ProtocolError,

@@ -27,11 +27,10 @@ from typing import Any
 import orjson
 from aiohttp import WSMessage, WSMsgType, web
 
-from transports.fake_shell import ConnectionShell
-from transports.gemini_live.fake_memory import SessionStore
-from transports.gemini_live.fake_options import FakeGeminiOptions
-from transports.gemini_live.fake_session import FakeGeminiSession
-from transports.gemini_live.fake_wire import (
+from fakes.gemini_live.memory import SessionStore
+from fakes.gemini_live.options import FakeGeminiOptions
+from fakes.gemini_live.session import FakeGeminiSession
+from fakes.gemini_live.wire import (
     INTERNAL,
     Action,
     Begin,
@@ -44,6 +43,7 @@ from transports.gemini_live.fake_wire import (
     fit_reason,
     normalise,
 )
+from fakes.shell import ConnectionShell
 
 __all__ = ["MAX_SERVER_FRAME", "FakeGeminiConnection"]
 
