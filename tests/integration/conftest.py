@@ -11,8 +11,9 @@ import pytest
 from aiohttp import web
 from harness import SECRET, Gateway, GatewayFactory
 
-from gateway.app import build_server, make_transport
+from gateway.app import build_server
 from gateway.config import Settings
+from gateway.providers import make_transport
 from gateway.registry import Registry
 from gateway.sessions import TransportFactory
 from gateway.store import MemoryStore

@@ -25,8 +25,8 @@ from harness import (
     types,
 )
 
-from gateway.app import make_transport
 from gateway.config import Settings
+from gateway.providers import make_transport
 from gateway.server import TRANSPORT_HEADROOM
 from transports.base import ToolResult, Transport, UpstreamConfig
 from transports.events import UpstreamEvent

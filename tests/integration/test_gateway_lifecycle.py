@@ -8,8 +8,8 @@ from typing import ClassVar
 import pytest
 from harness import DelegatingTransport, GatewayFactory, registry_with_variant
 
-from gateway.app import make_transport
 from gateway.config import Settings
+from gateway.providers import make_transport
 from gateway.registry import Registry
 from transports.base import Transport
 

@@ -22,10 +22,10 @@ from test_gateway_twilio import AUTH_TOKEN, CALL_SID, call, twilio_gateway, twil
 
 from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
 from gateway import twilio_bridge
-from gateway.app import make_transport
 from gateway.config import Settings
 from gateway.protocol import EndReason
 from gateway.protocol.client_events import SessionStart
+from gateway.providers import make_transport
 from gateway.session.outbound import Outbound
 from gateway.twilio_bridge import TwilioBridge
 from transports.base import ToolResult, Transport
