@@ -35,7 +35,7 @@ __all__ = ["STREAM_AUDIENCE", "TokenAuthority", "TokenRefused", "VerifiedToken"]
 STREAM_AUDIENCE = "realtime-gateway:twilio-media"
 ALGORITHM = "HS256"
 # Clock skew tolerated between the token's issuer and this gateway.
-LEEWAY_S = 30.0
+LEEWAY_S = 5.0
 MAX_SUBJECT_CHARS = 256
 
 _SIGNATURE_ONLY: jwt.types.Options = {
