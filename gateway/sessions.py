@@ -254,14 +254,14 @@ class SessionManager:
         """Send ``session.started`` with a fresh resume token (an older one stops working)."""
         token = secrets.token_urlsafe(24)
         session.resume_token_hash = hash_token(token)
-        visible = self.registry.visible_to(session.user.roles, session.enabled)
+        visible = self.registry.visible_to(session.user.roles, session.profile.enabled)
         session.emit(
             SessionStarted(
                 session_id=session.session_id,
                 resume_token=token,
                 mode=Mode(session.mode),
                 provider=Provider(session.provider),
-                model=session.model or session.provider,
+                model=session.profile.model or session.provider,
                 registry_version=self.registry.version,
                 tools=tuple(
                     ToolInfo(
@@ -272,7 +272,9 @@ class SessionManager:
                     )
                     for s in visible
                 ),
-                audio=AudioFormat(input_rate=session.input_rate, output_rate=session.output_rate),
+                audio=AudioFormat(
+                    input_rate=session.profile.input_rate, output_rate=session.profile.output_rate
+                ),
                 resumed=resumed,
                 limits=SessionLimits(
                     max_duration_s=self.settings.max_duration_s,

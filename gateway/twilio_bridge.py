@@ -36,7 +36,7 @@ from gateway.protocol.client_events import (
 )
 from gateway.session.outbound import Outbound
 from gateway.session.session import Session
-from transports.twilio import codec, mulaw
+from transports.twilio import codec, g711
 from transports.twilio.playback import Frame, MarkOut, PlaybackTracker
 
 __all__ = ["FRAME_MS", "TwilioBridge"]
@@ -133,7 +133,7 @@ class TwilioBridge:
             return True
         match event:
             case codec.Media(payload=payload) if payload:
-                await session.on_client_event(BinaryAudio(pcm=mulaw.decode(payload)))
+                await session.on_client_event(BinaryAudio(pcm=g711.ulaw_decode(payload)))
             case codec.Mark(name=name):
                 played = self.tracker.echoed(name)
                 self._check_played_all()
@@ -198,7 +198,7 @@ class TwilioBridge:
         if response_id is None:
             return  # audio outside a response (none is expected): nothing to attribute it to
         try:
-            self.tracker.add(response_id, mulaw.encode(pcm))
+            self.tracker.add(response_id, g711.ulaw_encode(pcm))
         except ValueError:  # audio of a response already ended: a bug upstream of us, logged
             _log.warning("twilio_late_audio", response_id=response_id)
             return

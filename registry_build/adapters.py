@@ -9,8 +9,9 @@ JSON Schema, so a keyword outside that subset is a build error rather than a sur
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from typing import Any
+
+from gateway.registry.format import ANNOTATIONS, gemini_unsupported_keywords
 
 __all__ = [
     "CONFIRMATION_ID_PROPERTY",
@@ -23,40 +24,6 @@ __all__ = [
 
 CONFIRMATION_ID_PROPERTY = "confirmation_id"
 
-# Keywords of types.Schema (google-genai), in JSON Schema spelling; `$schema`, `$id` and
-# `$comment` are annotations that are stripped before anything is sent.
-GEMINI_KEYWORDS = frozenset(
-    {
-        "type",
-        "format",
-        "title",
-        "description",
-        "nullable",
-        "enum",
-        "properties",
-        "required",
-        "items",
-        "minItems",
-        "maxItems",
-        "minimum",
-        "maximum",
-        "minLength",
-        "maxLength",
-        "pattern",
-        "minProperties",
-        "maxProperties",
-        "anyOf",
-        "default",
-        "example",
-        "examples",
-        "additionalProperties",
-        "$defs",
-        "$ref",
-        "propertyOrdering",
-    }
-)
-_ANNOTATIONS = frozenset({"$schema", "$id", "$comment"})
-
 
 def needs_confirmation(meta: dict[str, Any]) -> bool:
     return bool(meta.get("requiresConfirmation")) or meta.get("sensitivity") == "critical"
@@ -67,41 +34,6 @@ def describe_for_model(summary: str, safety_rules: list[str]) -> str:
         return summary
     rules = " ".join(f"Safety: {rule.strip()}" for rule in safety_rules)
     return f"{summary}\n{rules}"
-
-
-def _subschemas(schema: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every schema nested in ``schema`` with its dotted path (property names are not keywords)."""
-    yield path, schema
-    for name, sub in (schema.get("properties") or {}).items():
-        if isinstance(sub, dict):
-            yield from _subschemas(sub, f"{path}.properties.{name}")
-    for name, sub in (schema.get("$defs") or {}).items():
-        if isinstance(sub, dict):
-            yield from _subschemas(sub, f"{path}.$defs.{name}")
-    items = schema.get("items")
-    if isinstance(items, dict):
-        yield from _subschemas(items, f"{path}.items")
-    extra = schema.get("additionalProperties")
-    if isinstance(extra, dict):
-        yield from _subschemas(extra, f"{path}.additionalProperties")
-    for index, sub in enumerate(schema.get("anyOf") or []):
-        if isinstance(sub, dict):
-            yield from _subschemas(sub, f"{path}.anyOf[{index}]")
-
-
-def gemini_unsupported_keywords(parameters: dict[str, Any]) -> list[str]:
-    """``"keyword at path"`` for every keyword Gemini's schema cannot express."""
-    problems: list[str] = []
-    for path, schema in _subschemas(parameters, "parameters"):
-        for key in schema:
-            if key in _ANNOTATIONS:
-                continue
-            if key not in GEMINI_KEYWORDS:
-                problems.append(f"keyword '{key}' at {path}")
-        enum = schema.get("enum")
-        if isinstance(enum, list) and not all(isinstance(v, str) for v in enum):
-            problems.append(f"keyword 'enum' with non-string values at {path}")
-    return problems
 
 
 def with_confirmation_id(parameters: dict[str, Any]) -> dict[str, Any]:
@@ -120,7 +52,7 @@ def with_confirmation_id(parameters: dict[str, Any]) -> dict[str, Any]:
 
 def _strip_annotations(schema: Any) -> Any:
     if isinstance(schema, dict):
-        return {k: _strip_annotations(v) for k, v in schema.items() if k not in _ANNOTATIONS}
+        return {k: _strip_annotations(v) for k, v in schema.items() if k not in ANNOTATIONS}
     if isinstance(schema, list):
         return [_strip_annotations(v) for v in schema]
     return schema

@@ -18,6 +18,7 @@ import orjson
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from gateway.registry.format import REQUIRED_FILES, source_hash
 from registry_build.adapters import (
     CONFIRMATION_ID_PROPERTY,
     describe_for_model,
@@ -38,7 +39,6 @@ __all__ = [
     "source_hash",
 ]
 
-REQUIRED_FILES = ("schema.json", "doc_summary.md", "doc.md", "handler.py")
 # Built-in tools that every registry has, whatever folders it is built from.
 BUILTIN_TOOLS_DIR = Path(__file__).resolve().parent / "builtin"
 
@@ -65,17 +65,6 @@ class BuildResult:
     artifact: dict[str, Any] | None
     errors: list[BuildError] = field(default_factory=list)
     tool_count: int = 0
-
-
-def source_hash(folder: Path) -> str:
-    """Hash of a tool's four files; the loader compares it to detect a stale artifact."""
-    digest = hashlib.sha256()
-    for name in REQUIRED_FILES:
-        digest.update(name.encode())
-        digest.update(b"\0")
-        digest.update((folder / name).read_bytes())
-        digest.update(b"\0")
-    return digest.hexdigest()
 
 
 def _tool_folders(roots: list[Path]) -> list[Path]:

@@ -1,10 +1,9 @@
-"""Pure audio codecs: PCM16 helpers, a streaming resampler, G.711 µ-law/A-law.
+"""Pure audio: PCM16 helpers and a streaming resampler.
 
 A leaf package: synchronous, no I/O, and no imports from the rest of ``gateway``, so that
 ``transports/`` can use it too.
 """
 
-from gateway.audio.g711 import alaw_decode, alaw_encode, ulaw_decode, ulaw_encode
 from gateway.audio.pcm import (
     FULL_SCALE,
     SAMPLE_WIDTH,
@@ -24,8 +23,6 @@ __all__ = [
     "SAMPLE_WIDTH",
     "ResampleQuality",
     "StreamResampler",
-    "alaw_decode",
-    "alaw_encode",
     "bytes_for_ms",
     "duration_ms",
     "is_speech",
@@ -33,6 +30,4 @@ __all__ = [
     "silence",
     "to_int16",
     "tone",
-    "ulaw_decode",
-    "ulaw_encode",
 ]

@@ -16,9 +16,9 @@ from typing import Any
 import orjson
 
 from gateway.errors import RegistryInvalidError, RegistryMissingError, RegistryStaleError
+from gateway.registry.format import source_hash
 from gateway.registry.spec import Handler, ToolSpec
 from gateway.registry.validation import compile_validator
-from registry_build.build import source_hash
 
 __all__ = ["BUILD_COMMAND", "Registry", "load_registry"]
 

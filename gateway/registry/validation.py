@@ -16,7 +16,7 @@ import fastjsonschema
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from registry_build.adapters import gemini_unsupported_keywords
+from gateway.registry.format import gemini_unsupported_keywords
 
 __all__ = ["ArgumentValidator", "compile_validator"]
 

@@ -24,7 +24,7 @@ from aiohttp import web
 from harness import Gateway, GatewayFactory, pcm_silence, pcm_tone
 
 from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
-from transports.twilio import mulaw
+from transports.twilio import g711
 from transports.twilio.signature import twilio_signature
 
 LONG = " ".join(f"word{n}" for n in range(40))  # 4 s of speech from the fake
@@ -65,7 +65,7 @@ class TwilioClient:
 
     async def speak(self, pcm: bytes) -> None:
         """Caller audio, in Twilio's 20 ms µ-law frames, numbered as Twilio numbers them."""
-        ulaw = mulaw.encode(pcm)
+        ulaw = g711.ulaw_encode(pcm)
         for offset in range(0, len(ulaw), 160):
             self.chunks += 1
             media = {
@@ -238,7 +238,7 @@ async def test_greeting_arrives_as_paced_160_byte_frames_with_marks(
     assert len(set(marks)) == len(marks)
     assert session_update["session"]["audio"]["input"]["format"]["rate"] == 24000
     session = next(iter(gateway.manager.sessions.values()))
-    assert session.input_rate == session.output_rate == 8000
+    assert session.profile.input_rate == session.profile.output_rate == 8000
 
 
 async def test_barge_in_clears_twilio_and_truncates_at_the_echoed_mark(

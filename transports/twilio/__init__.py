@@ -1,6 +1,6 @@
 """Twilio Media Streams bridge, pure core: µ-law, the stream's messages, playback, webhooks.
 
-- ``mulaw``: G.711 µ-law ⇄ PCM16 (8 kHz mono on a call).
+- ``g711``: G.711 µ-law (and A-law) ⇄ PCM16 (8 kHz mono on a call).
 - ``codec``: Twilio's inbound messages as a tagged union (``decode``); ``media``, ``mark`` and
   ``clear`` frames out.
 - ``playback``: ``PlaybackTracker``, the outbound side as a state machine (20 ms frames, marks,
@@ -10,7 +10,7 @@
 No I/O here: the WebSocket endpoint is a thin shell over these.
 """
 
-from transports.twilio import mulaw
+from transports.twilio import g711
 from transports.twilio.codec import (
     Connected,
     Dtmf,
@@ -41,7 +41,7 @@ __all__ = [
     "TwilioFormatError",
     "UnknownTwilio",
     "connect_twiml",
-    "mulaw",
+    "g711",
     "parse_mark_name",
     "twilio_signature",
     "valid_signature",

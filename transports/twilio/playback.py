@@ -31,7 +31,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Literal
 
-from transports.twilio.mulaw import SILENCE
+from transports.twilio.g711 import ULAW_SILENCE as SILENCE
 
 __all__ = ["BYTES_PER_MS", "Frame", "MarkOut", "PlaybackTracker", "parse_mark_name"]
 

@@ -10,7 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.audio import alaw_decode, alaw_encode, ulaw_decode, ulaw_encode
+from transports.twilio.g711 import (
+    ULAW_SILENCE,
+    alaw_decode,
+    alaw_encode,
+    ulaw_decode,
+    ulaw_encode,
+)
 
 EVERY_INT16 = np.arange(-32768, 32768, dtype=np.int64)
 EVERY_PCM16 = EVERY_INT16.astype("<i2").tobytes()
@@ -174,3 +180,15 @@ def test_encode_rejects_a_half_sample(encode: Codec) -> None:
 def test_empty_input_gives_empty_output() -> None:
     assert ulaw_encode(b"") == alaw_encode(b"") == b""
     assert ulaw_decode(b"") == alaw_decode(b"") == b""
+
+
+def test_silence_pads_as_silence() -> None:
+    """What the Twilio bridge pads a reply's last 20 ms frame with."""
+    assert ulaw_encode(bytes(320)) == bytes([ULAW_SILENCE]) * 160
+    assert ulaw_decode(bytes([ULAW_SILENCE]) * 160) == bytes(320)
+
+
+def test_a_20_ms_frame_is_160_bytes() -> None:
+    tone = (8000 * np.sin(np.arange(160) * 2 * np.pi * 440 / 8000)).astype("<i2").tobytes()
+    assert len(ulaw_encode(tone)) == 160
+    assert len(ulaw_decode(ulaw_encode(tone))) == 320

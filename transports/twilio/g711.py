@@ -1,4 +1,5 @@
-"""G.711 µ-law and A-law (ITU-T G.711), as telephony (Twilio Media Streams) carries them.
+"""G.711 µ-law and A-law (ITU-T G.711), as telephony (Twilio Media Streams) carries them: 8 kHz
+mono, one byte per sample.
 
 Theory of operation. G.711 is a table lookup in both directions, so each direction is one
 numpy indexing operation on a table built once at import:
@@ -32,7 +33,10 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["alaw_decode", "alaw_encode", "ulaw_decode", "ulaw_encode"]
+__all__ = ["ULAW_SILENCE", "alaw_decode", "alaw_encode", "ulaw_decode", "ulaw_encode"]
+
+ULAW_SILENCE = 0xFF
+"""The µ-law code of PCM 0 (positive zero), used to pad frames."""
 
 _ULAW_BIAS = 0x84
 _ULAW_CLIP = 32635

@@ -1,0 +1,240 @@
+"""The client → upstream half of a session: each client event type has its handler (a table),
+and a started voice session's audio frames have a hot path that takes no task switch.
+
+The hot path (``audio_now``) declines what it cannot do exactly as the event path would: a frame
+it declines takes ``handle``, which says what is wrong with it (an odd or empty frame is
+``invalid_audio`` there, never an exception here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from gateway.audio import StreamResampler, is_speech
+from gateway.clock import Clock
+from gateway.protocol import (
+    AudioAppend,
+    AudioClear,
+    AudioCommit,
+    AudioPlayback,
+    BinaryAudio,
+    ConfirmationRespond,
+    EndReason,
+    ErrorCode,
+    JsonClientEvent,
+    Mode,
+    Ping,
+    Pong,
+    ResponseCancel,
+    ServerEvent,
+    SessionEnd,
+    SessionStart,
+    SessionUpdate,
+    SessionUpdated,
+    TextSend,
+)
+from gateway.registry import Registry
+from gateway.session.playback import PlaybackCursor
+from gateway.session.ratelimit import TokenBucket
+from gateway.session.snapshot import Conversation, Profile
+from gateway.session.toolflow import ToolFlow
+from transports.base import Capabilities, ConversationItem, DirectAudio, Transport
+
+__all__ = ["ClientEvents", "ClientHost"]
+
+# Events that are not counted against the control-event budget.
+_UNCOUNTED = (BinaryAudio, AudioAppend, AudioPlayback, SessionEnd)
+
+
+class ClientHost(Protocol):
+    """What the client half needs of its session."""
+
+    @property
+    def roles(self) -> tuple[str, ...]: ...
+
+    def emit(self, event: ServerEvent) -> None: ...
+
+    def error(self, code: ErrorCode, message: str, event_id: str | None = None) -> None: ...
+
+    async def end(self, reason: EndReason, detail: str | None = None) -> None: ...
+
+
+class ClientEvents:
+    def __init__(
+        self,
+        host: ClientHost,
+        *,
+        profile: Profile,
+        conversation: Conversation,
+        tools: ToolFlow,
+        transport: Transport,
+        registry: Registry,
+        clock: Clock,
+        cursor: PlaybackCursor,
+        events_per_s: float,
+        events_burst: int,
+    ) -> None:
+        self._host = host
+        self._profile = profile
+        self._conversation = conversation
+        self._tools = tools
+        self._transport = transport
+        self._registry = registry
+        self._clock = clock
+        self._cursor = cursor
+        self.budget = TokenBucket(events_per_s, events_burst)
+        self.last_activity = clock.monotonic()
+        self._in: StreamResampler | None = None
+        self._direct = transport if isinstance(transport, DirectAudio) else None
+        self._handlers: dict[type, Callable[[Any], Awaitable[None]]] = {
+            AudioAppend: self._audio_append,
+            TextSend: self._text,
+            AudioCommit: self._commit,
+            AudioClear: self._clear,
+            AudioPlayback: self._playback,
+            ResponseCancel: self._cancel,
+            ConfirmationRespond: self._confirmation,
+            SessionUpdate: self._update,
+            SessionEnd: self._end,
+            Ping: self._ping,
+            SessionStart: self._start_again,
+        }
+
+    def upstream_ready(self, capabilities: Capabilities) -> None:
+        self._in = StreamResampler(self._profile.input_rate, capabilities.input_rate)
+
+    # -- the hot path ---------------------------------------------------------------------------
+
+    def audio_now(self, pcm: bytes) -> bool:
+        """A binary frame as the socket parses it: True when handled here; False when it must
+        take ``handle`` (a frame that is not whole samples, not voice mode, a message waiting
+        for the user's next turn, or an upstream that cannot take it now)."""
+        direct = self._direct
+        if (
+            direct is None
+            or not pcm
+            or len(pcm) & 1
+            or self._profile.mode != "voice"
+            or self._conversation.intents.pending_messages
+            or not direct.accepts_audio_now()
+        ):
+            return False
+        self.last_activity = self._clock.monotonic()
+        assert self._in is not None
+        resampled = self._in.process(pcm)
+        if resampled:
+            direct.send_audio_now(resampled)
+        return True
+
+    # -- every other event --------------------------------------------------------------------
+
+    async def handle(self, event: JsonClientEvent | BinaryAudio) -> None:
+        now = self._clock.monotonic()
+        self.last_activity = now
+        if type(event) is BinaryAudio:  # the hot path's slow twin first
+            await self._user_audio(event.pcm, None)
+            return
+        if not isinstance(event, _UNCOUNTED) and not self.budget.take(now):
+            self._host.error(
+                ErrorCode.RATE_LIMITED,
+                f"too many events: at most {self.budget.rate_per_s:g} per second; "
+                "this one was dropped",
+                getattr(event, "event_id", None),
+            )
+            return
+        handler = self._handlers.get(type(event))
+        if handler is not None:
+            await handler(event)
+
+    async def start_user_turn(self, text: str) -> None:
+        self._conversation.turn.start(text)
+        await self._deliver_pending_messages()
+
+    async def _deliver_pending_messages(self) -> None:
+        # SET_PENDING_MESSAGE: given to the model at the start of the next user turn, not before.
+        for message in self._conversation.intents.take_pending_messages():
+            await self._transport.add_context(message)
+
+    async def _user_audio(self, pcm: bytes, event_id: str | None) -> None:
+        if self._profile.mode != "voice":
+            self._host.error(
+                ErrorCode.INVALID_EVENT, "audio is accepted in voice mode only", event_id
+            )
+            return
+        if self._conversation.intents.pending_messages and is_speech(pcm):
+            # The user starts talking. A whole utterance in one burst may be answered inside
+            # send_audio, before the upstream reports speech, so queued messages go first.
+            await self._deliver_pending_messages()
+        assert self._in is not None
+        resampled = self._in.process(pcm)
+        if resampled:
+            await self._transport.send_audio(resampled)
+
+    async def _audio_append(self, event: AudioAppend) -> None:
+        await self._user_audio(event.audio, event.event_id)
+
+    async def _text(self, event: TextSend) -> None:
+        self._conversation.history.append(ConversationItem("user", event.text))
+        await self.start_user_turn(event.text)
+        await self._transport.send_text(event.text)
+
+    async def _commit(self, _: AudioCommit) -> None:
+        await self.start_user_turn("")
+        await self._transport.commit_audio()
+
+    async def _clear(self, _: AudioClear) -> None:
+        await self._transport.clear_audio()
+
+    async def _playback(self, event: AudioPlayback) -> None:
+        self._cursor.played(event.response_id, event.played_ms)
+
+    async def _cancel(self, _: ResponseCancel) -> None:
+        await self._transport.cancel_response()
+
+    async def _confirmation(self, event: ConfirmationRespond) -> None:
+        problem = await self._tools.approvals.respond(
+            event.confirmation_id,
+            event.decision.value == "approve",
+            None if event.parameters is None else dict(event.parameters),
+        )
+        if problem is not None:
+            self._host.error(*problem, event.event_id)
+
+    async def _update(self, event: SessionUpdate) -> None:
+        profile = self._profile
+        mode = None if event.mode is None else event.mode.value
+        if mode is not None and mode not in self._transport.capabilities.modes:
+            self._host.error(
+                ErrorCode.FORBIDDEN,
+                f"mode: the {profile.provider} provider does not support {mode} sessions",
+                event.event_id,
+            )
+            return
+        if mode is not None:
+            profile.mode = mode
+        if event.instructions is not None:
+            profile.instructions = event.instructions
+        instructions = (
+            None
+            if event.instructions is None
+            else self._registry.model_instructions(
+                event.instructions, self._host.roles, profile.enabled
+            )
+        )
+        await self._transport.update(
+            mode="voice" if mode == "voice" else ("text" if mode else None),
+            instructions=instructions,
+        )
+        self._host.emit(SessionUpdated(mode=Mode(profile.mode)))
+
+    async def _end(self, event: SessionEnd) -> None:
+        await self._host.end(EndReason.CLIENT, event.reason)
+
+    async def _ping(self, event: Ping) -> None:
+        self._host.emit(Pong(id=event.id))
+
+    async def _start_again(self, event: SessionStart) -> None:
+        self._host.error(
+            ErrorCode.ALREADY_STARTED, "the session has already started", event.event_id
+        )

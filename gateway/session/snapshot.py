@@ -1,0 +1,99 @@
+"""A session as plain data and back: what a resume (here, or on another node) needs. Pure.
+
+A session is its ``Profile`` (what the client chose at ``session.start``; the mode and the
+instructions may change later) and its ``Conversation`` (the turn's budgets, pending
+confirmations and messages, the history replayed to a new upstream). ``snapshot`` writes both
+into a ``SessionSnapshot`` for the store; ``restore`` puts a snapshot's conversation back into a
+live ``Conversation`` in place, so that everything holding its parts keeps holding them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from gateway.orchestrator import ConfirmationBook, IntentState, TurnState
+from gateway.store import SessionSnapshot
+from transports.base import ConversationItem
+
+__all__ = ["HISTORY_ITEMS", "Conversation", "Profile", "restore", "snapshot"]
+
+# Conversation items kept for a resume on another node (replayed to a new upstream).
+HISTORY_ITEMS = 200
+
+
+@dataclass(slots=True)
+class Profile:
+    provider: str
+    mode: str
+    input_rate: int
+    output_rate: int
+    enabled: frozenset[str] | None
+    instructions: str
+    model: str | None = None
+    voice: str | None = None
+    locale: str | None = None
+    tool_dialect: str | None = None
+
+    @classmethod
+    def of(cls, setup: SessionSnapshot) -> Profile:
+        return cls(
+            provider=setup.provider,
+            mode=setup.mode,
+            input_rate=setup.input_rate,
+            output_rate=setup.output_rate,
+            enabled=None if setup.enabled_tools is None else frozenset(setup.enabled_tools),
+            instructions=setup.instructions,
+            model=setup.model,
+            voice=setup.voice,
+            locale=setup.locale,
+            tool_dialect=setup.tool_dialect,
+        )
+
+
+@dataclass(slots=True)
+class Conversation:
+    confirmation_ttl_s: float
+    turn: TurnState = field(default_factory=TurnState)
+    intents: IntentState = field(default_factory=IntentState)
+    history: deque[ConversationItem] = field(default_factory=lambda: deque(maxlen=HISTORY_ITEMS))
+    book: ConfirmationBook = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.book = ConfirmationBook(timedelta(seconds=self.confirmation_ttl_s))
+
+
+def snapshot(profile: Profile, conversation: Conversation) -> SessionSnapshot:
+    turn = conversation.turn
+    return SessionSnapshot(
+        provider=profile.provider,
+        mode=profile.mode,
+        input_rate=profile.input_rate,
+        output_rate=profile.output_rate,
+        enabled_tools=None if profile.enabled is None else tuple(sorted(profile.enabled)),
+        instructions=profile.instructions,
+        model=profile.model,
+        voice=profile.voice,
+        locale=profile.locale,
+        tool_dialect=profile.tool_dialect,
+        turn_number=turn.number,
+        retrieval_calls=turn.retrieval_calls,
+        rounds=turn.rounds,
+        last_user_text=turn.last_user_text,
+        pending_confirmations=tuple(conversation.book.pending()),
+        pending_messages=tuple(conversation.intents.pending_messages),
+        history=tuple(conversation.history),
+    )
+
+
+def restore(conversation: Conversation, stored: SessionSnapshot) -> None:
+    turn = conversation.turn
+    turn.number = stored.turn_number
+    turn.retrieval_calls = stored.retrieval_calls
+    turn.rounds = stored.rounds
+    turn.last_user_text = stored.last_user_text
+    conversation.book.restore(list(stored.pending_confirmations))
+    conversation.intents.pending_messages = list(stored.pending_messages)
+    conversation.history.clear()
+    conversation.history.extend(stored.history)
