@@ -36,13 +36,28 @@ class RecordingTransport:
     results: list[ToolResult] = field(default_factory=list)
     late_results: list[ToolResult] = field(default_factory=list)
     queue: asyncio.Queue[UpstreamEvent | None] = field(default_factory=asyncio.Queue)
+    # Set while the session waits for the next event with nothing queued: all were handled.
+    drained: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def connect(self, config: UpstreamConfig) -> None:
         self.calls.append(("connect", config))
 
     async def events(self) -> AsyncIterator[UpstreamEvent]:
-        while (event := await self.queue.get()) is not None:
+        while True:
+            if self.queue.empty():
+                self.drained.set()
+            event = await self.queue.get()
+            if event is None:
+                return
             yield event
+
+    async def push(self, *events: UpstreamEvent) -> None:
+        """Queue ``events`` and wait until the session (its ``run_upstream``) handled them."""
+        self.drained.clear()
+        for event in events:
+            self.queue.put_nowait(event)
+        async with asyncio.timeout(5):
+            await self.drained.wait()
 
     async def send_audio(self, pcm: bytes) -> None:
         self.calls.append(("send_audio", pcm))
@@ -88,9 +103,21 @@ class RecordingOutbound:
     events: list[dict[str, Any]] = field(default_factory=list)
     audio_frames: list[bytes] = field(default_factory=list)
     released: asyncio.Event = field(default_factory=asyncio.Event)
+    _arrived: asyncio.Condition = field(default_factory=asyncio.Condition)
 
     def event(self, payload: bytes, *, after_audio: bool = False) -> None:
         self.events.append(orjson.loads(payload))
+        asyncio.get_running_loop().create_task(self._notify())
+
+    async def _notify(self) -> None:
+        async with self._arrived:
+            self._arrived.notify_all()
+
+    async def wait_for(self, kind: str) -> dict[str, Any]:
+        """The first event of ``kind`` (waits, bounded, until one arrives)."""
+        async with asyncio.timeout(5), self._arrived:
+            await self._arrived.wait_for(lambda: bool(self.of(kind)))
+        return self.of(kind)[0]
 
     def audio(self, pcm: bytes) -> None:
         self.audio_frames.append(pcm)
@@ -118,10 +145,13 @@ def make_session(
     roles: tuple[str, ...] = (),
     mode: Literal["voice", "text"] = "text",
     user_id: str = "alice",
+    capabilities: Capabilities | None = None,
 ) -> Rig:
     clock = ManualClock()
     audit = MemoryAuditSink()
     transport = RecordingTransport()
+    if capabilities is not None:
+        transport.capabilities = capabilities
     runner = ToolRunner(registry, data_dir=data_dir, audit=audit, clock=clock)
     setup = SessionSnapshot(
         provider="local",

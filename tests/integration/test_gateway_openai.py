@@ -504,3 +504,26 @@ async def test_a_reply_that_played_to_its_end_is_not_truncated(
         await client.until_reply()
         conn = fake.connections[0]
     assert not conn.received("conversation.item.truncate")
+
+
+# -- bad audio on the hot path -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("frame", [b"\x01\x02\x03", b"\x00" * 961])
+async def test_an_odd_audio_frame_is_invalid_audio_and_the_session_goes_on(
+    gateway: Gateway, fake: FakeRealtimeServer, frame: bytes
+) -> None:
+    """The report: an odd-length frame on a live voice session was answered ``internal`` from
+    the hot path (the resampler's ValueError). It is ``invalid_audio``, as on the event path."""
+    async with gateway.session("voice", audio={"input_rate": 16000}) as client:
+        await client.send_raw(pcm_tone(40))  # the hot path is live
+        await client.send_raw(frame)
+        error = await client.last("error")
+        assert error["code"] == "invalid_audio"
+        assert "even number of bytes" in error["message"]
+        await client.send("ping", id="after")
+        assert (await client.last("pong"))["id"] == "after"
+        await speak(client, 300)
+        transcript = await client.last("transcript.done", role="user")
+        assert transcript["text"].startswith("audio:")
+    assert types(client.events).count("error") == 1
