@@ -35,6 +35,7 @@ from typing import Any, Final
 import structlog
 from aiohttp import web
 
+from gateway.errors import ClientError
 from transports.websocket.client import accept_key
 from transports.websocket.frames import (
     CLOSE_NORMAL,
@@ -64,7 +65,7 @@ CLOSE_TIMEOUT_S: Final = 2.0
 _INBOX_ITEM_OVERHEAD: Final = 64  # so that a flood of empty frames is bounded too
 
 
-class HandshakeRefused(Exception):
+class HandshakeRefused(ClientError):
     """Not a WebSocket upgrade the gateway accepts; ``status`` is the HTTP answer."""
 
     def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:

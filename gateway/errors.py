@@ -1,19 +1,34 @@
 """The gateway's one error tree.
 
-    GatewayError                    base of everything the gateway raises on purpose
-    ├── ConfigError                 bad or inconsistent settings (start-up)
-    ├── RegistryError               the tool registry artifact cannot be used
-    │   ├── RegistryMissingError    no artifact at the configured path
-    │   ├── RegistryStaleError      a tool's files changed since the artifact was built
-    │   └── RegistryInvalidError    the artifact or a handler does not load
-    ├── ClientError                 the client did something illegal (protocol, auth, limits)
-    │   ├── AuthError               missing, malformed, expired or badly signed token
-    │   └── ForbiddenError          allowed user, forbidden action (origin, role, mode)
-    ├── UpstreamError               the model provider failed; ``retryable`` says if a retry helps
-    │   └── UpstreamUnavailableError  could not open the upstream session at all
-    └── SessionStateError           a transition not in the session state table (a bug)
+    GatewayError                      base of everything the gateway raises on purpose
+    ├── ConfigError                   bad or inconsistent settings (start-up)
+    ├── RegistryError                 the tool registry artifact cannot be used
+    │   ├── RegistryMissingError      no artifact at the configured path
+    │   ├── RegistryStaleError        a tool's files changed since the artifact was built
+    │   └── RegistryInvalidError      the artifact or a handler does not load
+    ├── ProtocolError                 a problem to tell the client in an ``error`` event
+    │                                 (gateway.protocol: code, message, event_id, retryable, fatal)
+    ├── ClientError                   the client did something illegal before a session exists
+    │   ├── HandshakeRefused          not a WebSocket upgrade we accept (gateway.client_socket)
+    │   ├── AuthError                 a token that cannot be used here
+    │   │   └── TokenRefused          (gateway.security.tokens)
+    │   └── StartRefused              ``session.start`` or a resume cannot be honoured
+    │                                 (gateway.sessions)
+    ├── ArgumentError                 the model's tool arguments are unusable, also a ValueError
+    │                                 (gateway.toolrun.arguments; the model gets VALIDATION)
+    └── SessionStateError             a transition not in the session state table (a bug)
 
-Client faults and upstream faults are separate branches so the server can map them to protocol
+The two layers below the gateway cannot import it, so each has a root of its own, which the
+gateway translates at its boundary and never lets through:
+
+    transports.base.TransportError    anything an upstream transport raises (``retryable``,
+                                      ``code``): the gateway answers ``upstream_unavailable``
+                                      or ends the session ``upstream_failed``
+    tools._core.ToolError             what a tool handler raises on purpose (``type``): the
+                                      model gets that error type; any other exception from a
+                                      handler becomes INTERNAL, without its text
+
+Client faults and upstream faults are separate trees, so the server maps them to protocol
 error codes without inspecting messages; third-party exceptions are translated at the boundary.
 """
 
@@ -23,15 +38,12 @@ __all__ = [
     "AuthError",
     "ClientError",
     "ConfigError",
-    "ForbiddenError",
     "GatewayError",
     "RegistryError",
     "RegistryInvalidError",
     "RegistryMissingError",
     "RegistryStaleError",
     "SessionStateError",
-    "UpstreamError",
-    "UpstreamUnavailableError",
 ]
 
 
@@ -64,20 +76,6 @@ class ClientError(GatewayError):
 
 
 class AuthError(ClientError):
-    pass
-
-
-class ForbiddenError(ClientError):
-    pass
-
-
-class UpstreamError(GatewayError):
-    def __init__(self, message: str, *, retryable: bool = False) -> None:
-        super().__init__(message)
-        self.retryable = retryable
-
-
-class UpstreamUnavailableError(UpstreamError):
     pass
 
 

@@ -28,7 +28,9 @@ Mode = Literal["voice", "text"]
 
 
 class TransportError(Exception):
-    """Raised by ``connect`` when the upstream session cannot be opened."""
+    """The root of what transports raise: ``connect`` when the upstream session cannot be
+    opened, and the errors of the wire formats below (WebSocket framing and handshakes, Twilio
+    messages, local scenarios). The gateway translates it at its boundary (``gateway.errors``)."""
 
     def __init__(self, message: str, *, retryable: bool = False, code: int | None = None) -> None:
         super().__init__(message)

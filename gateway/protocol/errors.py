@@ -3,7 +3,7 @@
 Every problem the client may hear about has a code from PROTOCOL.md section 6 and travels as
 a :class:`ProtocolError` until the session turns it into an ``error`` event::
 
-    Exception
+    GatewayError (gateway.errors)
      └── ProtocolError            code, message, event_id, retryable, fatal
            raised by decode_text / decode_binary for the peer's mistakes
            (invalid_json, invalid_event, unknown_event, invalid_audio, payload_too_large)
@@ -16,6 +16,8 @@ Decoding never raises anything else: a frame is either an event or a ProtocolErr
 from __future__ import annotations
 
 from enum import StrEnum
+
+from gateway.errors import GatewayError
 
 __all__ = ["ErrorCode", "ProtocolError"]
 
@@ -47,7 +49,7 @@ _RETRYABLE_BY_DEFAULT = frozenset({ErrorCode.RATE_LIMITED, ErrorCode.UPSTREAM_UN
 _FATAL_BY_DEFAULT = frozenset({ErrorCode.SESSION_START_TIMEOUT})
 
 
-class ProtocolError(Exception):
+class ProtocolError(GatewayError):
     """A problem to report to the client as an ``error`` event.
 
     ``event_id`` is the ``event_id`` of the client event that caused it, when it was readable.

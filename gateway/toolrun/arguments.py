@@ -9,6 +9,8 @@ from typing import Any
 
 import orjson
 
+from gateway.errors import GatewayError
+
 __all__ = [
     "ArgumentError",
     "ParsedArguments",
@@ -27,7 +29,7 @@ MAX_BYTES = 128 * 1024
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # what JSON encoders of other systems can take
 
 
-class ArgumentError(ValueError):
+class ArgumentError(GatewayError, ValueError):
     """The arguments are not a JSON object; the message is safe to show the model."""
 
 

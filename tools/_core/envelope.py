@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools._core.errors import ToolErrorType
+from tools._core.errors import ToolError, ToolErrorType
 from tools._core.intents import Intent, intent_from_dict
 
 __all__ = ["ENVELOPE_VERSION", "EnvelopeError", "ToolFailure", "ToolResponse", "normalize_envelope"]
@@ -23,8 +23,11 @@ __all__ = ["ENVELOPE_VERSION", "EnvelopeError", "ToolFailure", "ToolResponse", "
 ENVELOPE_VERSION = "1.0.0"
 
 
-class EnvelopeError(ValueError):
-    """A handler returned something that is not a valid envelope."""
+class EnvelopeError(ToolError, ValueError):
+    """A handler returned something that is not a valid envelope (the model gets INTERNAL)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ToolErrorType.INTERNAL, message)
 
 
 @dataclass(frozen=True, slots=True)

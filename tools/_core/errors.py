@@ -9,7 +9,11 @@ Who produces which type::
 
 A handler either returns a failure envelope or raises ``ToolError``; the runner turns the
 exception into the same envelope. Any other exception becomes ``INTERNAL`` and its text is
-never shown to the model, the client or the logs.
+never shown to the model, the client or the logs. The exceptions of the tool layer::
+
+    ToolError                 a typed failure, its message safe to show the model
+    └── EnvelopeError         a handler returned something that is not an envelope (INTERNAL;
+                              also a ValueError; ``tools._core.envelope``)
 """
 
 from __future__ import annotations

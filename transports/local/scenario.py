@@ -25,6 +25,8 @@ from typing import Any
 
 import orjson
 
+from transports.base import TransportError
+
 __all__ = [
     "ExpectText",
     "ExpectTextRegex",
@@ -45,7 +47,7 @@ __all__ = [
 ]
 
 
-class ScenarioError(ValueError):
+class ScenarioError(TransportError, ValueError):
     """A scenario file that does not follow the format."""
 
 

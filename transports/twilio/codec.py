@@ -26,6 +26,8 @@ from typing import Any, Literal
 
 import orjson
 
+from transports.base import TransportError
+
 __all__ = [
     "Connected",
     "Dtmf",
@@ -44,7 +46,7 @@ __all__ = [
 ]
 
 
-class TwilioFormatError(ValueError):
+class TwilioFormatError(TransportError, ValueError):
     """A frame from Twilio that does not follow the Media Streams protocol."""
 
 
