@@ -21,7 +21,7 @@ from gateway.observability import Metrics, configure_logging
 from gateway.providers import make_transport, warm_up_upstreams
 from gateway.registry import Registry, load_registry
 from gateway.server import GatewayServer
-from gateway.sessions import SessionManager, TransportFactory
+from gateway.session.manager import SessionManager, TransportFactory
 from gateway.store import MemoryStore, SessionStore
 from gateway.toolrun import AuditSink, ResultCache, StructlogAuditSink
 

@@ -38,8 +38,8 @@ from gateway.protocol import (
 )
 from gateway.registry import Registry
 from gateway.session import Outbound, Session, SessionUser
+from gateway.session.manager import SessionManager, StartRefused
 from gateway.session.ratelimit import TokenBucket
-from gateway.sessions import SessionManager, StartRefused
 from gateway.twilio_routes import TwilioRoutes
 
 __all__ = ["GatewayServer"]

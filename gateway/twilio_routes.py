@@ -30,7 +30,7 @@ from gateway.admission import Admission
 from gateway.config import Settings
 from gateway.protocol import EndReason
 from gateway.session import Outbound, Session, SessionUser
-from gateway.sessions import SessionManager, StartRefused
+from gateway.session.manager import SessionManager, StartRefused
 from gateway.twilio_bridge import TwilioBridge
 from transports.twilio import codec
 from transports.twilio.signature import connect_twiml, valid_signature

@@ -15,7 +15,7 @@ from gateway.app import build_server
 from gateway.config import Settings
 from gateway.providers import make_transport
 from gateway.registry import Registry
-from gateway.sessions import TransportFactory
+from gateway.session.manager import TransportFactory
 from gateway.store import MemoryStore
 from gateway.toolrun import MemoryAuditSink
 

@@ -25,7 +25,7 @@ from gateway.config import Settings
 from gateway.observability import Metrics
 from gateway.registry import Registry, load_registry
 from gateway.server import GatewayServer
-from gateway.sessions import SessionManager
+from gateway.session.manager import SessionManager
 from gateway.toolrun import MemoryAuditSink
 from registry_build import build_registry
 from registry_build.build import serialize_artifact

@@ -34,7 +34,8 @@ from gateway.protocol import (
     ToolInfo,
 )
 from gateway.registry import Registry, ToolSpec
-from gateway.session import Outbound, Session, SessionUser
+from gateway.session.outbound import Outbound
+from gateway.session.session import Session, SessionUser
 from gateway.store import ResumeRecord, SessionSnapshot, SessionStore, hash_token
 from gateway.toolrun import AuditSink, ModeBudget, ResultCache, ToolRunner
 from transports.base import ToolDeclaration, Transport, TransportError, UpstreamConfig
