@@ -201,7 +201,9 @@ def test_no_module_imports_itself_back() -> None:
 def test_the_graph_sees_the_whole_project() -> None:
     graph = import_graph(REPO)
     assert len(graph) > 150
-    assert {"gateway.server", "gateway.session.manager", "gateway.providers"} <= graph["gateway.app"]
+    assert {"gateway.server", "gateway.session.manager", "gateway.providers"} <= graph[
+        "gateway.app"
+    ]
     assert "transports.openai_realtime.transport" in graph["transports.openai_realtime"]
 
 
