@@ -44,6 +44,17 @@ def _targets(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(["direct", *names]))
 
 
+def _with_baseline(targets: tuple[str, ...], baseline: Path | None) -> tuple[str, ...]:
+    """The baseline row right after ours when there is a baseline; never without one."""
+    rows = tuple(t for t in targets if t != "gateway_base")
+    if baseline is None:
+        return rows
+    if "gateway" not in rows:
+        return (*rows, "gateway_base")
+    at = rows.index("gateway") + 1
+    return (*rows[:at], "gateway_base", *rows[at:])
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scripts/bench",
@@ -61,6 +72,11 @@ def _parser() -> argparse.ArgumentParser:
     suite.add_argument("--targets", type=_targets, help="comma-separated; default: all")
     suite.add_argument("--reps", type=int, help="relay: repetitions (default 3)")
     suite.add_argument("--levels", type=_counts, help="capacity: ramp, e.g. 25,50,100")
+    suite.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="also run the gateway as it was at commit REV (row gateway_base), same load, same run",
+    )
     gemini = parser.add_argument_group("relay --provider gemini (the older bench)")
     gemini.add_argument("--provider", choices=["openai", "gemini"], default="openai")
     gemini.add_argument("--sessions", type=_counts, default=[1, 50], help="e.g. 1,50")
@@ -84,6 +100,16 @@ def main(argv: list[str] | None = None) -> int:
         return relay_bench.main(
             args.sessions, args.fps, args.seconds, args.reps or 3, args.out, "gemini"
         )
+    baseline = None
+    if args.baseline is not None:
+        if args.target not in ("relay", "capacity"):
+            parser.error("--baseline goes with relay or capacity")
+        from bench.baseline import prepare_baseline
+
+        try:
+            baseline = prepare_baseline(ROOT, args.baseline)
+        except ValueError as error:
+            parser.error(str(error))
     if args.target == "relay":
         from bench import suite_relay
 
@@ -92,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             plan = dataclasses.replace(plan, targets=args.targets)
         if args.reps:
             plan = dataclasses.replace(plan, reps=args.reps)
-        return suite_relay.main(ROOT, args.out, plan)
+        plan = dataclasses.replace(plan, targets=_with_baseline(plan.targets, baseline))
+        return suite_relay.main(ROOT, args.out, plan, baseline)
     if args.target == "capacity":
         from bench import suite_capacity
 
@@ -101,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
             cplan = dataclasses.replace(cplan, targets=args.targets)
         if args.levels:
             cplan = dataclasses.replace(cplan, levels=tuple(args.levels))
-        return suite_capacity.main(ROOT, args.out, cplan)
+        cplan = dataclasses.replace(cplan, targets=_with_baseline(cplan.targets, baseline))
+        return suite_capacity.main(ROOT, args.out, cplan, baseline)
     if args.target == "dispatch":
         from bench import dispatch_bench
 

@@ -66,12 +66,20 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 class ChildProcess:
     """A subprocess whose output goes to ``log_path``; ``stop`` is safe to call more than once."""
 
-    def __init__(self, name: str, argv: list[str], env: Mapping[str, str], log_path: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        env: Mapping[str, str],
+        log_path: Path,
+        cwd: Path | None = None,
+    ) -> None:
         self.name = name
         self.log_path = log_path
         with log_path.open("wb") as log:
             self._process = subprocess.Popen(  # our own interpreter and modules
                 argv,
+                cwd=cwd,
                 env=dict(env),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -180,10 +188,16 @@ def gateway_env_gemini(base_url: str, ca_file: Path, model: str) -> dict[str, st
 
 
 def start_gateway(
-    upstream_env: Mapping[str, str], data_dir: Path, log_dir: Path, timeout_s: float = 30.0
+    upstream_env: Mapping[str, str],
+    data_dir: Path,
+    log_dir: Path,
+    timeout_s: float = 30.0,
+    *,
+    name: str = "gateway",
+    source: Path | None = None,
 ) -> tuple[ChildProcess, str]:
     """``python -m gateway serve`` with ``upstream_env`` (``gateway_env_*``); returns it and its
-    base URL."""
+    base URL. ``source``: another checkout to run it from (``bench.baseline``)."""
     port = free_port()
     env = {
         **os.environ,
@@ -198,7 +212,7 @@ def start_gateway(
         "GATEWAY_DATA_DIR": str(data_dir),
     }
     argv = [sys.executable, "-m", "gateway", "serve"]
-    child = ChildProcess("gateway", argv, env, log_dir / "gateway.log")
+    child = ChildProcess(name, argv, env, log_dir / f"{name}.log", cwd=source)
     try:
         wait_until_ready(child, f"http://127.0.0.1:{port}/readyz", timeout_s)
     except BaseException:

@@ -22,12 +22,12 @@ from bench.suite_measure import Run
 from bench.suite_report import capacity_table, target_notes
 from bench.suite_session import Suite, machine_info, open_suite, write_json
 from bench.suite_stats import capacity_rows, level_passed
-from bench.suite_targets import ALL_TARGETS, SPECS
+from bench.suite_targets import DEFAULT_TARGETS, SPECS
 
 __all__ = ["CapacityPlan", "main", "render", "run_capacity"]
 
 # The compression row is a relay-cost question, not a capacity one.
-CAPACITY_TARGETS = tuple(t for t in ALL_TARGETS if t != "gateway_deflate")
+CAPACITY_TARGETS = tuple(t for t in DEFAULT_TARGETS if t != "gateway_deflate")
 
 
 @dataclass(frozen=True)
@@ -139,8 +139,8 @@ def render(report: dict[str, Any]) -> str:
     )
 
 
-def main(root: Path, out: Path, plan: CapacityPlan) -> int:
-    with open_suite(root, out, list(plan.targets)) as suite:
+def main(root: Path, out: Path, plan: CapacityPlan, baseline: Path | None = None) -> int:
+    with open_suite(root, out, list(plan.targets), baseline=baseline) as suite:
         report = run_capacity(suite, plan)
     write_json(out / "capacity.json", report)
     print(render(report))

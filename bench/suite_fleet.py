@@ -61,7 +61,13 @@ class Fleet:
 
     @classmethod
     def start(
-        cls, root: Path, log_dir: Path, targets: list[str], stack: contextlib.ExitStack
+        cls,
+        root: Path,
+        log_dir: Path,
+        targets: list[str],
+        stack: contextlib.ExitStack,
+        *,
+        baseline: Path | None = None,
     ) -> Fleet:
         fleet = cls(root, log_dir)
         fleet.cores, fleet.pin_note = plan_cores()
@@ -89,21 +95,31 @@ class Fleet:
                 fleet.children[key] = peer.child
                 if peer.versions:
                     fleet.versions[key] = peer.versions
-        if "gateway" in needed:
-            (log_dir / "gateway-data").mkdir(exist_ok=True)
+        gateway_urls: dict[str, str] = {}
+        for key in ("gateway", "gateway_base"):
+            if key not in needed:
+                continue
+            source = baseline if key == "gateway_base" else None
+            if key == "gateway_base" and source is None:
+                raise ValueError("the gateway_base row needs --baseline REV")
+            env = gateway_env_openai(fake_url)
+            if source is not None:
+                env["GATEWAY_REGISTRY"] = str(source / "build" / "tool_registry.json")
+            (log_dir / f"{key}-data").mkdir(exist_ok=True)
             gateway, http_url = start_gateway(
-                gateway_env_openai(fake_url), log_dir / "gateway-data", log_dir
+                env, log_dir / f"{key}-data", log_dir, name=key, source=source
             )
             stack.callback(gateway.stop)
-            fleet.children["gateway"] = gateway
-            gateway_url = http_url.replace("http://", "ws://", 1) + "/v1/session"
+            fleet.children[key] = gateway
+            gateway_urls[key] = http_url.replace("http://", "ws://", 1) + "/v1/session"
         for target in targets:
             spec = SPECS[target]
             if spec.process == "fake":
                 url = f"{fake_url}/realtime?model={OPENAI_MODEL}"
                 endpoint = Endpoint(spec, url, ["Authorization: Bearer sk-bench"], fake.pid)
-            elif spec.process == "gateway":
-                endpoint = Endpoint(spec, gateway_url, [], fleet.children["gateway"].pid)
+            elif spec.process in gateway_urls:
+                pid = fleet.children[spec.process].pid
+                endpoint = Endpoint(spec, gateway_urls[spec.process], [], pid)
             else:
                 peer = peers[spec.process]
                 endpoint = Endpoint(spec, peer.url, peer.headers, peer.child.pid)

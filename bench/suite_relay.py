@@ -25,14 +25,14 @@ from bench.suite_measure import Run
 from bench.suite_report import cpu_table, latency_table, target_notes
 from bench.suite_session import Suite, machine_info, open_suite, write_json
 from bench.suite_stats import summarize_group
-from bench.suite_targets import ALL_TARGETS, SPECS
+from bench.suite_targets import DEFAULT_TARGETS, SPECS
 
 __all__ = ["LoadLevel", "RelayPlan", "main", "render", "run_relay"]
 
 # At 100 sessions, the CPU per frame pair of the rows the targets compare (the gateway,
 # LiteLLM, the floor): the others would cost minutes of the 15-minute budget of `all`, and
 # Pipecat is saturated there (its knee is lower; see `capacity`).
-HIGH_LOAD_TARGETS = ("floor", "litellm", "gateway")
+HIGH_LOAD_TARGETS = ("floor", "litellm", "gateway", "gateway_base")
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class LoadLevel:
 
 @dataclass(frozen=True)
 class RelayPlan:
-    targets: tuple[str, ...] = ALL_TARGETS
+    targets: tuple[str, ...] = DEFAULT_TARGETS
     reps: int = 3
     rounds: int = 2000
     paced_rounds: int = 250
@@ -56,7 +56,7 @@ class RelayPlan:
     )
 
     @classmethod
-    def quick(cls, targets: tuple[str, ...] = ALL_TARGETS) -> RelayPlan:
+    def quick(cls, targets: tuple[str, ...] = DEFAULT_TARGETS) -> RelayPlan:
         return cls(
             targets, reps=1, rounds=200, paced_rounds=40, warmup=20, loads=(LoadLevel(10, 3.0),)
         )
@@ -153,8 +153,8 @@ def render(report: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
-def main(root: Path, out: Path, plan: RelayPlan) -> int:
-    with open_suite(root, out, list(plan.targets)) as suite:
+def main(root: Path, out: Path, plan: RelayPlan, baseline: Path | None = None) -> int:
+    with open_suite(root, out, list(plan.targets), baseline=baseline) as suite:
         report = run_relay(suite, plan)
     write_json(out / "relay.json", report)
     print(render(report))

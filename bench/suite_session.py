@@ -49,10 +49,15 @@ class Suite:
 
 @contextlib.contextmanager
 def open_suite(
-    root: Path, out: Path, targets: list[str], *, deadline: float | None = None
+    root: Path,
+    out: Path,
+    targets: list[str],
+    *,
+    deadline: float | None = None,
+    baseline: Path | None = None,
 ) -> Iterator[Suite]:
     """goload built, the fleet for ``targets`` started (logs in ``<out>/logs``), all stopped on
-    the way out, SIGTERM included."""
+    the way out, SIGTERM included. ``baseline``: the worktree ``gateway_base`` runs from."""
     began = time.monotonic()
     binary = ensure_goload(root)
     log_dir = out / "logs"
@@ -61,7 +66,7 @@ def open_suite(
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         with contextlib.ExitStack() as stack:
-            fleet = Fleet.start(root, log_dir, targets, stack)
+            fleet = Fleet.start(root, log_dir, targets, stack, baseline=baseline)
             runner = Runner(fleet, binary, deadline=deadline)
             runner.prime(targets)
             print(

@@ -22,7 +22,9 @@ import orjson
 
 __all__ = [
     "ALL_TARGETS",
+    "DEFAULT_TARGETS",
     "FRAME_MS",
+    "OPTIONAL_TARGETS",
     "SPECS",
     "TargetSpec",
     "gateway_start",
@@ -161,6 +163,16 @@ SPECS: dict[str, TargetSpec] = {
             ),
         ),
         TargetSpec(
+            "gateway_base",
+            "gateway",
+            "gateway_base",
+            "ours at the baseline commit (--baseline REV): the same row, the code before",
+            compression=(
+                ("client → gateway", _OFF),
+                ("gateway → fake", "off (the openai SDK's default)"),
+            ),
+        ),
+        TargetSpec(
             "gateway_deflate",
             "gateway",
             "gateway",
@@ -174,6 +186,9 @@ SPECS: dict[str, TargetSpec] = {
     )
 }
 ALL_TARGETS: tuple[str, ...] = tuple(SPECS)
+# Rows that need an option to exist (``gateway_base``: ``--baseline REV``); not run by default.
+OPTIONAL_TARGETS = frozenset({"gateway_base"})
+DEFAULT_TARGETS: tuple[str, ...] = tuple(t for t in SPECS if t not in OPTIONAL_TARGETS)
 
 
 def _common_args(spec: TargetSpec, url: str, headers: list[str], warmup: int) -> list[str]:

@@ -6,12 +6,21 @@ from typing import Any
 
 import orjson
 
+from bench.__main__ import _with_baseline
 from bench.peers.launch import litellm_config
 from bench.plots import cdf_series, ramp_series
 from bench.suite_capacity import CapacityPlan
 from bench.suite_relay import RelayPlan
 from bench.suite_report import capacity_table, markdown_table
-from bench.suite_targets import ALL_TARGETS, SPECS, gateway_start, load_args, pingpong_args
+from bench.suite_targets import (
+    ALL_TARGETS,
+    DEFAULT_TARGETS,
+    OPTIONAL_TARGETS,
+    SPECS,
+    gateway_start,
+    load_args,
+    pingpong_args,
+)
 
 
 def _flag(args: list[str], name: str) -> str:
@@ -19,7 +28,7 @@ def _flag(args: list[str], name: str) -> str:
 
 
 def test_every_row_of_the_issue_is_a_target_and_direct_comes_first() -> None:
-    assert ALL_TARGETS == (
+    assert DEFAULT_TARGETS == (
         "direct",
         "floor",
         "litellm",
@@ -30,6 +39,8 @@ def test_every_row_of_the_issue_is_a_target_and_direct_comes_first() -> None:
         "gateway_deflate",
     )
     assert all(SPECS[t].compression for t in ALL_TARGETS)  # every hop is accounted for
+    # The optional row exists only with --baseline REV.
+    assert set(ALL_TARGETS) - set(DEFAULT_TARGETS) == OPTIONAL_TARGETS == {"gateway_base"}
 
 
 def test_the_gateway_at_24_khz_is_matched_by_stamp_without_resampling() -> None:
@@ -173,3 +184,19 @@ def test_the_cdf_plotted_is_the_median_p99_repetition() -> None:
 def test_ramp_series_follow_the_sessions() -> None:
     runs = [_run("floor", "load", 100, 4.0), _run("floor", "load", 50, 2.0)]
     assert ramp_series(runs, ["floor"], "p99_ms") == {"floor": [(50, 2.0), (100, 4.0)]}
+
+
+def test_the_baseline_row_follows_ours_and_only_with_a_baseline() -> None:
+    from pathlib import Path
+
+    rows = ("direct", "litellm", "gateway", "gateway_16k")
+    assert _with_baseline(rows, None) == rows
+    assert _with_baseline((*rows, "gateway_base"), None) == rows
+    assert _with_baseline(rows, Path("/tmp/wt")) == (
+        "direct",
+        "litellm",
+        "gateway",
+        "gateway_base",
+        "gateway_16k",
+    )
+    assert _with_baseline(("direct",), Path("/tmp/wt")) == ("direct", "gateway_base")
