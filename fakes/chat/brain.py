@@ -13,8 +13,10 @@ aiohttp shell (``server``) streams it. Theory of operation:
   both it and the last assistant message; rounds so far = assistant messages after the user text.
 - **Rules**, in order: results present → ``/chain`` calls again while rounds < N, else
   ``Tool results: NAME=content; …``; the fake's own directives (``/http``, ``/cut``, ``/chain``,
-  ``/unsure``, ``/json``); ``yes``/``confirm`` after a ``CONFIRMATION_REQUIRED`` result calls
-  that tool again with ``confirmation_id``; anything else goes to a fresh ``LocalBrain``.
+  ``/unsure``, ``/json``, ``/unknown TEXT``: TEXT with a chunk and fields the API reference does
+  not list, as providers add them without notice); ``yes``/``confirm`` after a
+  ``CONFIRMATION_REQUIRED`` result calls that tool again with ``confirmation_id``; anything else
+  goes to a fresh ``LocalBrain``.
 - A reply that calls tools in a style that cannot answers the latest results, or
   ``You said: <text>``.
 
@@ -28,7 +30,7 @@ import re
 import string
 import uuid
 from collections.abc import Mapping, MutableMapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from fakes.chat.validation import ROLES, message_text, validate
@@ -82,6 +84,7 @@ class FakeCall:
 class Text:
     text: str
     delay_ms: int = 0  # the shell waits this long before the first chunk
+    unannounced: bool = False  # a chunk and fields the reference does not list (``/unknown``)
     type: Literal["text"] = "text"
 
 
@@ -307,6 +310,8 @@ def _own_directive(
             return _in_style(style, turn, [_name_and_arguments(rest)], _UNSURE)
         case "/json" if style == "json":
             return Text(rest)
+        case "/unknown":
+            return replace(_text_in_style(style, rest, 0), unannounced=True)
     return None
 
 

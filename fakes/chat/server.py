@@ -5,6 +5,9 @@ the pure ``stream_chunks`` / ``completion_object`` / ``error_body`` here; the re
 aiohttp shell: ``POST /v1/chat/completions`` (and ``/chat/completions``), the Bearer key check,
 the request log (``requests``, ``responses``, ``wait_for_requests``), the waits between chunks,
 and ``Cut`` (the stream breaks off: no ``finish_reason``, no ``[DONE]``, the TCP is closed).
+A ``Text`` marked ``unannounced`` (``/unknown``) carries what providers add without notice: a
+chunk of an ``object`` type the reference does not list, and fields it does not list on the
+chunks and their deltas (``UNANNOUNCED_OBJECT``, ``UNANNOUNCED_FIELD``).
 
 Run it alone with ``python -m fakes.chat --port P [--api-key K]``.
 """
@@ -31,6 +34,8 @@ from aiohttp import web
 from fakes.chat.brain import Calls, Cut, FakeCall, FakeReply, HttpError, Text, decide
 
 __all__ = [
+    "UNANNOUNCED_FIELD",
+    "UNANNOUNCED_OBJECT",
     "Envelope",
     "FakeChatOptions",
     "FakeChatServer",
@@ -45,6 +50,9 @@ __all__ = [
 _log = logging.getLogger(__name__)
 _ROUTES = frozenset({"/v1/chat/completions", "/chat/completions"})
 _WORDS = re.compile(r"\s*\S+\s*")
+# Names the reference does not list: a client must ignore them.
+UNANNOUNCED_OBJECT = "chat.completion.unannounced_feature"
+UNANNOUNCED_FIELD = "unannounced_field"
 _NOT_AUTHORIZED = (
     "Incorrect API key provided. You can find your API key at "
     "https://platform.openai.com/account/api-keys."
@@ -170,6 +178,8 @@ def stream_chunks(
         for n, piece in enumerate(text_pieces(reply.text, options.text_chunk_chars)):
             delay = options.word_delay_s if n else 0.0
             frames.append((delay, _chunk(envelope, {"content": piece})))
+    if isinstance(reply, Text) and reply.unannounced:
+        frames = _with_unannounced(frames, envelope)
     if isinstance(reply, Cut):
         return frames
     if options.empty_deltas:
@@ -182,6 +192,24 @@ def stream_chunks(
         last["usage"] = _usage(envelope.prompt_tokens, _output_text(reply))
         frames.append((0.0, last))
     return frames
+
+
+def _with_unannounced(frames: list[Frame], envelope: Envelope) -> list[Frame]:
+    """The chunks with a field the reference does not list on each one and its delta, and a
+    chunk of an ``object`` type it does not list after the first."""
+    made_up = {"kind": "a field this fake made up"}
+    for _, chunk in frames:
+        chunk[UNANNOUNCED_FIELD] = made_up
+        for choice in chunk["choices"]:
+            choice["delta"][UNANNOUNCED_FIELD] = made_up
+    novelty = {
+        "id": envelope.completion_id,
+        "object": UNANNOUNCED_OBJECT,
+        "created": envelope.created,
+        "model": envelope.model,
+        "feature": {"kind": "a chunk this fake made up", "version": 2},
+    }
+    return [frames[0], (0.0, novelty), *frames[1:]]
 
 
 def completion_object(reply: Text | Calls, envelope: Envelope) -> dict[str, Any]:

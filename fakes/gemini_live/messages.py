@@ -34,6 +34,8 @@ __all__ = [
     "tool_call",
     "tool_call_cancellation",
     "turn_complete",
+    "unannounced_field",
+    "unannounced_message",
     "usage_metadata",
 ]
 
@@ -111,6 +113,20 @@ def tool_call_cancellation(ids: Sequence[str]) -> Message:
 
 def go_away(time_left_s: float) -> Message:
     return {"goAway": {"timeLeft": duration_text(time_left_s)}}
+
+
+def unannounced_message() -> Message:
+    """A server message whose top-level key the reference does not list: the service adds
+    messages without notice, and a client must ignore what it does not know."""
+    return {"unannouncedFeature": {"kind": "a feature this fake made up", "version": 2}}
+
+
+def unannounced_field(message: Message) -> Message:
+    """``message`` with a ``serverContent`` field the reference does not list."""
+    content = message.get("serverContent")
+    if not isinstance(content, dict):
+        return message
+    return {**message, "serverContent": {**content, "unannouncedField": {"version": 2}}}
 
 
 def resumption_update(handle: str, *, resumable: bool) -> Message:

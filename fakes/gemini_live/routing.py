@@ -8,7 +8,9 @@ fake-only directives in user text come before the brain:
 - ``/drop TEXT``: speak TEXT, close 1011 "Internal error occurred" after two model messages;
 - ``/goaway``: ``goAway`` with 1 s left now (the socket closes 1001 after it), and an empty turn
   so the client's receive loop ends and it gets a fresh resumption handle;
-- ``/hang``: no reply; the turn never completes until the user barges in.
+- ``/hang``: no reply; the turn never completes until the user barges in;
+- ``/unknown TEXT``: speak TEXT, with a message and fields the reference does not list (what the
+  service may add without notice).
 
 Then the brain (``transports.local.brain``): ``Say`` → ``SpeechPlan``; ``CallTools`` →
 ``CallsPlan``; ``Fail`` → close 1011 "Internal error occurred"; ``ResponseError`` → close 1011
@@ -142,6 +144,8 @@ def _directive(text: str) -> Plan | None:
         return GoAwayPlan()
     if command == "/hang":
         return HangPlan()
+    if command == "/unknown":
+        return SpeechPlan(argument, unannounced=True)
     return None
 
 

@@ -12,7 +12,10 @@ turn (``generationComplete``, ``turnComplete``), so the run only speaks:
   the text);
 - ``delay_ms`` (``/slow``) is a wait before the first word; ``drop_after`` (``/drop``) closes the
   socket with 1011 right after that many model messages; ``HangPlan`` yields a step that waits
-  until the generation is halted, forever.
+  until the generation is halted, forever;
+- ``unannounced`` (``/unknown``): what the service may add without notice, a message whose
+  top-level key the reference does not list before the first word, and on every model message a
+  ``serverContent`` field it does not list (``messages.unannounced``).
 
 ``spoken`` is what was said so far (what an interrupted turn keeps in the history).
 """
@@ -29,6 +32,8 @@ from fakes.gemini_live.messages import (
     model_text,
     output_transcription,
     text_tokens,
+    unannounced_field,
+    unannounced_message,
 )
 from fakes.gemini_live.wire import INTERNAL, Action, Close, Send, Step
 from transports.local.speech import plan_speech, split_words
@@ -44,6 +49,7 @@ class SpeechPlan:
     text: str
     delay_ms: int = 0
     drop_after: int | None = None  # close 1011 after this many model messages
+    unannounced: bool = False  # a message and fields the reference does not list (``/unknown``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +95,8 @@ class SpeechRun:
                 yield Step(hang=True)
         if plan.delay_ms > 0:
             yield Step(wait_s=plan.delay_ms / 1000)
+        if plan.unannounced:
+            yield Step((Send(unannounced_message()),))
         if self.modality == "AUDIO":
             yield from self._speak_audio(plan)
         else:
@@ -111,6 +119,10 @@ class SpeechRun:
 
     def _counted(self, plan: SpeechPlan, actions: list[Action], audio_s: float = 0.0) -> Step:
         self._messages += 1
+        if plan.unannounced:
+            actions = [
+                Send(unannounced_field(a.message)) if isinstance(a, Send) else a for a in actions
+            ]
         if plan.drop_after is not None and self._messages >= plan.drop_after:
             actions.append(Close(INTERNAL, INTERNAL_ERROR))
         return Step(tuple(actions), audio_s=audio_s)

@@ -22,7 +22,10 @@ and ``cancel(reason)`` closes out whatever is open. Theory of operation:
   that was streaming stays in the conversation, so its output is accepted later), then
   ``response.done`` ``cancelled`` with ``status_details.reason``;
 - ``FailPlan``: ``response.done`` ``failed`` right away; ``HangPlan``: nothing until cancelled;
-  ``CallsPlan(hang=True)``: the calls in full, then nothing until cancelled.
+  ``CallsPlan(hang=True)``: the calls in full, then nothing until cancelled;
+- ``SpeechPlan(unannounced=True)`` (``/unknown``): what the API may add without notice, before
+  the speech an event of a type the reference does not list (``UNANNOUNCED_EVENT``), and on each
+  of its deltas a field it does not list (``UNANNOUNCED_FIELD``).
 
 Output items are written to the conversation unless the response is out-of-band
 (``conversation: "none"``, ``conversation_id: null``).
@@ -53,6 +56,8 @@ from transports.local.speech import plan_speech, split_words
 
 __all__ = [
     "DROP_REASON",
+    "UNANNOUNCED_EVENT",
+    "UNANNOUNCED_FIELD",
     "CallsPlan",
     "FailPlan",
     "HangPlan",
@@ -64,6 +69,9 @@ __all__ = [
 ]
 
 DROP_REASON = "simulated upstream fault"
+# Names the reference does not list: a client must ignore them (providers add events unannounced).
+UNANNOUNCED_EVENT = "response.unannounced_feature.added"
+UNANNOUNCED_FIELD = "unannounced_field"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +79,7 @@ class SpeechPlan:
     text: str
     delay_ms: int = 0
     drop_after: int | None = None  # close the socket (1011) after this many deltas
+    unannounced: bool = False  # an event and fields the reference does not list (``/unknown``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,6 +323,12 @@ class ResponseRun:
         elif isinstance(plan, SpeechPlan):
             if plan.delay_ms > 0:
                 yield Step(wait_s=plan.delay_ms / 1000)
+            if plan.unannounced:
+                novelty = {"kind": "a feature this fake made up", "version": 2}
+                event = self.ctx.event(
+                    UNANNOUNCED_EVENT, response_id=self.response_id, feature=novelty
+                )
+                yield _sends([event])
             yield from self._speak(plan)
             yield _sends(self._finish("completed", None))
         else:
@@ -388,6 +403,9 @@ class ResponseRun:
     def _counted(self, plan: SpeechPlan, events: list[Event], audio_s: float = 0.0) -> Step:
         """A delta step; the ``drop_after``-th delta is followed by an abrupt close."""
         self._tally.deltas += 1
+        if plan.unannounced:
+            for event in events:
+                event[UNANNOUNCED_FIELD] = {"kind": "a field this fake made up"}
         actions: list[Action] = [Send(event) for event in events]
         if plan.drop_after is not None and self._tally.deltas >= plan.drop_after:
             actions.append(Close(1011, DROP_REASON))

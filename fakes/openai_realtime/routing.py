@@ -2,10 +2,12 @@
 
 Pure. ``route`` looks at the items added since the previous response started:
 
-1. ``function_call_output``s → the brain's ``reply_to_tool_results`` with
+1. ``function_call_output``s not answered yet (no assistant message after them: a conversation
+   replayed on a new connection has them answered) → the brain's ``reply_to_tool_results`` with
    ``(call_id, name, envelope)``, the envelope being the output's JSON object (other JSON or
    non-JSON text → ``{"output": ...}``); ``None`` (not every call answered) → "Waiting for the
-   other tool results.";
+   other tool results."; results of calls this brain never made (replayed ones) are answered
+   as they are, in the brain's format;
 2. else the newest user message: its text → ``reply_to_text``; its audio →
    ``reply_to_utterance(duration_ms)``;
 3. else the newest system message → ``reply_to_text``;
@@ -15,7 +17,9 @@ Pure. ``route`` looks at the items added since the previous response started:
 before the brain: ``/drop TEXT`` (speak TEXT, close 1011 after two deltas), ``/expire`` (the
 session expires now), ``/hang`` (``response.created`` and nothing else until cancelled),
 ``/hangcall NAME {json}`` (the call in full, as ``/tool`` would make it, then no ``response.done``
-until cancelled). A brain ``Fail`` is returned as is: the socket closes with 1011 at once.
+until cancelled), ``/unknown TEXT`` (speak TEXT, with an event type and fields the reference does
+not list: what the API may add without notice). A brain ``Fail`` is returned as is: the socket
+closes with 1011 at once.
 """
 
 from __future__ import annotations
@@ -34,7 +38,15 @@ from fakes.openai_realtime.response import (
     Plan,
     SpeechPlan,
 )
-from transports.local.brain import CallTools, Fail, LocalBrain, Reply, ResponseError, Say
+from transports.local.brain import (
+    CallTools,
+    Fail,
+    LocalBrain,
+    Reply,
+    ResponseError,
+    Say,
+    compact_json,
+)
 
 __all__ = [
     "DROP_AFTER_DELTAS",
@@ -48,6 +60,7 @@ __all__ = [
     "Expire",
     "decide",
     "parse_tool_output",
+    "results_text",
     "route",
 ]
 
@@ -111,10 +124,18 @@ def _transcripts_of(item: dict[str, Any]) -> str:
     )
 
 
+def _is_assistant(entry: Entry) -> bool:
+    return entry.item.get("role") == "assistant"
+
+
 def route(new: Sequence[Entry], conversation: Conversation) -> Answerable:
     """What a response answers, from the entries added since the previous one started."""
     results = []
-    for entry in new:
+    answered = max(
+        (i for i, e in enumerate(new) if e.item.get("type") == "message" and _is_assistant(e)),
+        default=-1,
+    )
+    for entry in new[answered + 1 :]:
         item = entry.item
         if item.get("type") == "function_call_output":
             call = conversation.find_call(item["call_id"])
@@ -136,6 +157,13 @@ def route(new: Sequence[Entry], conversation: Conversation) -> Answerable:
     return AnswerNothing()
 
 
+def results_text(results: Sequence[tuple[str, str, dict[str, Any]]]) -> str:
+    """Results answered as the brain answers a batch: ``Tool results: NAME=<JSON>; …``."""
+    return "Tool results: " + "; ".join(
+        f"{name}={compact_json(envelope)}" for _, name, envelope in results
+    )
+
+
 def _plan_of(reply: Reply) -> Plan | Fail:
     if isinstance(reply, Say):
         return SpeechPlan(reply.text, delay_ms=reply.delay_ms)
@@ -155,11 +183,16 @@ def _directive(text: str) -> Plan | Expire | None:
         return Expire()
     if command == "/hang":
         return HangPlan()
+    if command == "/unknown":
+        return SpeechPlan(argument, unannounced=True)
     return None
 
 
 def decide(answer: Answerable, brain: LocalBrain) -> Plan | Fail | Expire:
     if isinstance(answer, AnswerToolResults):
+        if not set(brain.open_call_ids) & {call_id for call_id, _, _ in answer.results}:
+            # Calls this brain never made (a conversation replayed after a reconnect).
+            return SpeechPlan(results_text(answer.results))
         reply = brain.reply_to_tool_results(answer.results)
         return SpeechPlan(WAITING_FOR_RESULTS) if reply is None else _plan_of(reply)
     if isinstance(answer, AnswerText):

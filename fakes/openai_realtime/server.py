@@ -41,6 +41,7 @@ from fakes.openai_realtime.wire import (
     Close,
     Event,
     Halt,
+    IdSource,
     Send,
     Stamp,
     Step,
@@ -63,11 +64,14 @@ class FakeConnection(ConnectionShell[FakeOptions, str, Event | Stamp]):
         request: web.Request,
         number: int,
         dispatch_log: DispatchLog | None = None,
+        ids: IdSource | None = None,
     ) -> None:
         super().__init__(options, request, number)
         self._dispatch_log = dispatch_log
         self.model: str = request.query.get("model", "")
-        self._session = FakeSession(options, model=self.model, number=number, now_unix=time.time())
+        self._session = FakeSession(
+            options, model=self.model, number=number, now_unix=time.time(), ids=ids
+        )
         self._greeter: asyncio.Task[None] | None = None
 
     # Test API -------------------------------------------------------------------------------
@@ -207,6 +211,7 @@ class FakeRealtimeServer(ServerShell[FakeConnection]):
     ) -> None:
         super().__init__()
         self.options = options or FakeOptions()
+        self.ids = IdSource()  # one source for every connection: ids never repeat on a server
         # Dispatch mode: the tool calls' stamps, also appended to ``dispatch_timings`` if given.
         self.dispatch_log = DispatchLog(dispatch_timings) if self.options.dispatch else None
 
@@ -232,7 +237,7 @@ class FakeRealtimeServer(ServerShell[FakeConnection]):
             return _error_response(426, "upgrade_required", "Expected a WebSocket upgrade.")
         await ws.prepare(request)
         number = len(self.connections) + 1
-        connection = FakeConnection(self.options, request, number, self.dispatch_log)
+        connection = FakeConnection(self.options, request, number, self.dispatch_log, self.ids)
         await self._accept(connection)
         await connection.serve(ws, beta="OpenAI-Beta" in request.headers)
         return ws

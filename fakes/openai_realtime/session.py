@@ -13,7 +13,10 @@ without an event loop. Theory of operation:
   ``Begin`` asks the shell to pull the remaining steps with ``next_step``;
 - what a response says: the items added since the previous response started are routed to the
   ``LocalBrain`` (``routing``), fake-only directives in user text first: ``/drop TEXT``
-  (speak, then close 1011 after 2 deltas), ``/expire``, ``/hang``;
+  (speak, then close 1011 after 2 deltas), ``/expire``, ``/hang``, ``/unknown TEXT`` (speak,
+  with an event type and fields the reference does not list); the brain's calls go out under
+  server-wide call ids (``call_<n>``: the brain numbers its calls from 1 in every session, and
+  OpenAI's ids never repeat), mapped back when their outputs come;
 - server VAD (``audio.input.turn_detection`` set, ``audio_input``): speech start →
   ``speech_started`` (and, if ``interrupt_response`` and not ``ignore_interrupt``, the active
   response is cancelled with ``turn_detected``); utterance end → ``speech_stopped``,
@@ -29,7 +32,7 @@ without an event loop. Theory of operation:
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fakes.openai_realtime.audio import AudioFormat, decode_base64_audio, format_of
@@ -49,7 +52,7 @@ from fakes.openai_realtime.response import (
     RunContext,
     SpeechPlan,
 )
-from fakes.openai_realtime.routing import Expire, decide, route
+from fakes.openai_realtime.routing import AnswerToolResults, Expire, decide, route
 from fakes.openai_realtime.wire import (
     Action,
     Begin,
@@ -123,9 +126,12 @@ class FakeSession:
         number: int = 1,
         now_unix: float = 0.0,
         brain: LocalBrain | None = None,
+        ids: IdSource | None = None,
     ) -> None:
         self.options = options or FakeOptions()
-        self.ids = IdSource()
+        # The server's ids are unique across its sessions (as OpenAI's are): a client that
+        # reconnects must never see a response or item id of its previous session again.
+        self.ids = ids or IdSource()
         self.brain = brain or LocalBrain()
         self.conversation = Conversation(self.ids)
         self.meter = TokenMeter()
@@ -144,6 +150,7 @@ class FakeSession:
         self._speech_item_id: str | None = None  # the user item the current speech becomes
         self._echo: tuple[str, str] | None = None  # (response_id, item_id) of the echo preamble
         self._dispatched = 0  # tool calls made in dispatch mode
+        self._brain_call_ids: dict[str, str] = {}  # wire call id → the brain's own id
         self._quick_settings: ResponseSettings | None = None  # dispatch mode's responses
         self._ctx = RunContext(
             event=self.event,
@@ -524,7 +531,18 @@ class FakeSession:
         else:
             new = self.conversation.since(self._answered_seq)
         self._answered_seq = self.conversation.seq
-        plan = decide(route(new, self.conversation), self.brain)
+        answer = route(new, self.conversation)
+        if isinstance(answer, AnswerToolResults):
+            answer = AnswerToolResults(
+                tuple(
+                    # A call of another session (replayed) is none of this brain's calls.
+                    (self._brain_call_ids.get(call_id, f"other:{call_id}"), name, envelope)
+                    for call_id, name, envelope in answer.results
+                )
+            )
+        plan = decide(answer, self.brain)
+        if isinstance(plan, CallsPlan):
+            plan = replace(plan, calls=tuple(self._on_wire(call) for call in plan.calls))
         if isinstance(plan, Expire):
             return self.expire()
         if isinstance(plan, Fail):
@@ -532,6 +550,13 @@ class FakeSession:
         run = ResponseRun(self._ctx, self.ids.next("resp"), self._settings(overrides), plan)
         self._active = run
         return [Send(run.created()), Begin(run.response_id)]
+
+    def _on_wire(self, call: ToolCall) -> ToolCall:
+        """The brain's call under a server-wide id: the brain numbers its calls from
+        ``call_1`` in every session, and OpenAI's call ids never repeat."""
+        wire_id = self.ids.next("call")
+        self._brain_call_ids[wire_id] = call.call_id
+        return replace(call, call_id=wire_id)
 
     def _settings(self, overrides: ResponseOverrides) -> ResponseSettings:
         config = self.config
