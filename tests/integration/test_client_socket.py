@@ -5,27 +5,35 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
 import pytest
+from aiohttp import web
 from harness import Fakes, Gateway, GatewayFactory, pcm_silence, token
-from raw_socket_kit import raw_client
+from raw_socket_kit import RawClient, raw_client
 from websockets.asyncio.client import connect as ws_connect
 
 from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
+from gateway.client_socket import ClientSocket
 from transports.websocket.frames import (
     OP_CLOSE,
+    OP_CONTINUATION,
     OP_PING,
     OP_PONG,
     OP_TEXT,
+    Message,
     close_code,
+    close_payload,
     encode_frame,
 )
 
 pytestmark = pytest.mark.both_loops
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 async def upgrade_status(gateway: Gateway, **headers: str) -> tuple[int, dict[str, str], str]:
@@ -104,6 +112,96 @@ async def test_a_fragmented_text_message_is_one_event(gateway: Gateway) -> None:
         assert await client.until(OP_PONG) == (OP_PONG, b"between")
         event = await client.until(OP_TEXT)
         assert json.loads(event[1]) == {"type": "pong", "id": "fragmented"}
+
+
+async def frames_until_the_end(client: RawClient, most: int = 100) -> list[Message]:
+    """Every frame the server sends until it ends the TCP connection."""
+    frames: list[Message] = []
+    while (frame := await client.next()) is not None:
+        frames.append(frame)
+        assert len(frames) <= most, frames
+    return frames
+
+
+async def test_a_ping_in_the_same_read_as_the_clients_close_is_not_answered(
+    gateway: Gateway,
+) -> None:
+    async with raw_client(gateway.url) as client:
+        # One write, one read on the server: the close, then a ping it must not answer.
+        keys = client.keys
+        client.writer.write(
+            encode_frame(OP_CLOSE, close_payload(1000), keys.next())
+            + encode_frame(OP_PING, b"after the close", keys.next())
+        )
+        frames = await frames_until_the_end(client)
+    assert frames == [(OP_CLOSE, close_payload(1000))]  # the close answered, nothing after it
+
+
+async def test_a_ping_after_the_servers_own_close_is_not_answered(gateway: Gateway) -> None:
+    async with raw_client(gateway.url) as client:
+        client.send(OP_TEXT, b'{"type":"session.end"}')  # the gateway closes first
+        frame = await client.until(OP_CLOSE)
+        assert close_code(bytes(frame[1]))[0] == 1000
+        client.send(OP_PING, b"after the close")
+        client.send(OP_CLOSE, close_payload(1000))
+        assert await frames_until_the_end(client) == []  # no pong follows the server's close
+
+
+@contextlib.asynccontextmanager
+async def socket_app(handler: Handler) -> AsyncIterator[str]:
+    """``handler`` alone on ``/ws`` of a loopback aiohttp app: ``ClientSocket`` without a
+    gateway around it."""
+    app = web.Application()
+    app.router.add_get("/ws", handler)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        host, port = runner.addresses[0][:2]
+        yield f"http://{host}:{port}"
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_message_in_the_same_read_after_the_clients_close_is_not_handled() -> None:
+    received: list[str | bytes] = []
+    handled = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        sock = await ClientSocket.accept(request, max_message=1024, keepalive_s=0)
+        while (message := await sock.receive()) is not None:
+            received.append(message)
+        await sock.close()
+        handled.set()
+        return sock.response
+
+    async with socket_app(handler) as url, raw_client(url, "/ws") as client:
+        keys = client.keys
+        client.writer.write(
+            encode_frame(OP_TEXT, b"before", keys.next())
+            + encode_frame(OP_CLOSE, close_payload(1000), keys.next())
+            + encode_frame(OP_TEXT, b"after", keys.next())
+        )
+        assert await frames_until_the_end(client) == [(OP_CLOSE, close_payload(1000))]
+    await asyncio.wait_for(handled.wait(), 5)
+    assert received == ["before"]
+
+
+def not_final(frame: bytes) -> bytes:
+    return bytes([frame[0] & 0x7F]) + frame[1:]
+
+
+async def test_invalid_utf8_fails_the_connection_at_the_fragment_where_it_appears(
+    gateway: Gateway,
+) -> None:
+    async with raw_client(gateway.url) as client:
+        keys = client.keys
+        client.writer.write(not_final(encode_frame(OP_TEXT, "κόσμε".encode(), keys.next())))
+        # Not the last fragment: the message is not over, and yet it cannot be UTF-8 any more.
+        client.writer.write(not_final(encode_frame(OP_CONTINUATION, b"\xf4\x90", keys.next())))
+        closing = await client.until(OP_CLOSE, within=2)
+        assert close_code(bytes(closing[1]))[0] == 1007
 
 
 async def test_the_clients_close_is_answered_with_its_code(gateway: Gateway) -> None:

@@ -22,6 +22,15 @@ from transports.websocket.client import (
     accept_key,
     connect,
 )
+from transports.websocket.frames import (
+    OP_CLOSE,
+    OP_PING,
+    OP_TEXT,
+    FrameReader,
+    Message,
+    close_payload,
+    encode_frame,
+)
 
 # The gateway serves on uvloop by default: this socket must work on both loops.
 pytestmark = pytest.mark.both_loops
@@ -144,6 +153,112 @@ async def test_a_server_that_breaks_the_protocol_is_dropped() -> None:
         conn = await open_conn(url)
         assert await conn.recv() == "ok"  # what came before the fault is kept
         assert await asyncio.wait_for(conn.wait_closed(), 5) == 1006
+
+
+class ClientFrames:
+    """What the client sends to a raw peer, parsed; ``ended`` once its TCP connection ends
+    (the raw peer's handler may still run after the test's own connection is closed)."""
+
+    def __init__(self) -> None:
+        self.frames: list[Message] = []
+        self.ended = asyncio.Event()
+        self._reader = FrameReader(masked=True, max_message=1 << 20)
+
+    async def read_one(self, reader: asyncio.StreamReader) -> None:
+        count = len(self.frames)
+        async with asyncio.timeout(5):
+            while len(self.frames) == count:
+                data = await reader.read(65536)
+                assert data, "the client ended the connection"
+                self.frames += self._reader.feed(data)
+
+    async def read_to_the_end(self, reader: asyncio.StreamReader, most: int = 100) -> None:
+        try:
+            async with asyncio.timeout(5):
+                while (data := await reader.read(65536)) and len(self.frames) <= most:
+                    self.frames += self._reader.feed(data)
+        finally:
+            self.ended.set()
+
+    async def all(self) -> list[Message]:
+        await asyncio.wait_for(self.ended.wait(), 5)
+        return self.frames
+
+
+async def test_nothing_in_the_same_read_after_the_servers_close_is_answered_or_delivered() -> None:
+    sent_by_client = ClientFrames()
+
+    async def respond(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(switching(await read_request_key(reader)))
+        await writer.drain()
+        # One write, one read on the client: the close, then what it must ignore.
+        writer.write(
+            encode_frame(OP_CLOSE, close_payload(1001))
+            + encode_frame(OP_PING, b"after the close")
+            + encode_frame(OP_TEXT, b"after the close")
+        )
+        await writer.drain()
+        await sent_by_client.read_to_the_end(reader)
+
+    async with raw_peer(respond) as url:
+        conn = await open_conn(url)
+        assert await asyncio.wait_for(conn.wait_closed(), 5) == 1001
+        with pytest.raises(ConnectionClosed):
+            await conn.recv()  # the text after the close was never delivered
+        # the close echoed, and no pong after it
+        assert await sent_by_client.all() == [(OP_CLOSE, close_payload(1001))]
+
+
+async def test_a_ping_after_the_clients_own_close_is_not_answered() -> None:
+    sent_by_client = ClientFrames()
+
+    async def respond(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(switching(await read_request_key(reader)))
+        await writer.drain()
+        await sent_by_client.read_one(reader)  # the client's close
+        writer.write(encode_frame(OP_PING, b"after your close"))
+        await writer.drain()
+        writer.write(encode_frame(OP_CLOSE, close_payload(1000)))
+        await writer.drain()
+        await sent_by_client.read_to_the_end(reader)
+
+    async with raw_peer(respond) as url:
+        conn = await open_conn(url)
+        await conn.close()
+        assert await conn.wait_closed() == 1000
+        # nothing after our close: no pong
+        assert await sent_by_client.all() == [(OP_CLOSE, close_payload(1000))]
+
+
+async def test_invalid_utf8_fails_the_connection_at_the_fragment_where_it_appears() -> None:
+    sent_by_client = ClientFrames()
+
+    async def respond(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(switching(await read_request_key(reader)))
+        first = encode_frame(OP_TEXT, "κόσμε".encode())
+        writer.write(bytes([first[0] & 0x7F]) + first[1:])  # not final
+        await writer.drain()
+        # Not the last fragment either: the message is not over, yet it cannot be UTF-8 now.
+        writer.write(bytes([0x00, 2]) + b"\xf4\x90")
+        await writer.drain()
+        await sent_by_client.read_to_the_end(reader)
+
+    async with raw_peer(respond) as url:
+        conn = await open_conn(url)
+        assert await asyncio.wait_for(conn.wait_closed(), 5) == 1006  # failed, not closed
+        assert await sent_by_client.all() == [(OP_CLOSE, close_payload(1007))]
+
+
+async def test_binary_messages_are_sent_as_binary() -> None:
+    async def handler(ws: ServerConnection) -> None:
+        message = await ws.recv()
+        await ws.send(f"got {type(message).__name__} of {len(message)}")
+
+    async with peer(handler) as url:
+        conn = await open_conn(url)
+        await conn.send(b"\x00\xff" * 100)
+        assert await asyncio.wait_for(conn.recv(), 5) == "got bytes of 200"
+        await conn.close()
 
 
 async def test_a_refused_upgrade_reports_its_status() -> None:

@@ -12,12 +12,14 @@ noted.
 
 Writing. ``send_now`` writes one text frame synchronously unless the socket already holds
 ``HIGH_WATER`` unsent bytes (then it returns False and the caller waits with ``send``/``drain``);
-``send`` writes and then waits until the transport has drained. A frame is always written whole
-before any ``await``, so frames leave in the order they were given.
+``send`` writes one text or binary frame and then waits until the transport has drained. A frame
+is always written whole before any ``await``, so frames leave in the order they were given.
 
 Keepalive: a ping after ``keepalive_s`` without anything received; nothing for another
 ``keepalive_s`` and the connection is dropped (a half-open TCP connection would otherwise hang a
-session forever). ``close`` sends a close frame and waits (bounded) for the server's.
+session forever). ``close`` sends a close frame and waits (bounded) for the server's. Nothing
+follows our close frame (no pong, no keepalive ping), and nothing that follows the server's in
+the same read is handled or answered.
 ``wait_closed`` returns the close code the server sent: 1005 if its frame had none, 1006 if the
 connection ended without one.
 """
@@ -202,6 +204,8 @@ class ClientConnection(asyncio.Protocol):
             messages = self._reader.feed(data)
         except ProtocolViolation as violation:
             for message in violation.before:
+                if not self._open:  # a close came first: nothing after it counts
+                    return
                 self._message(*message)
             _log.warning("upstream_protocol_violation", reason=violation.reason)
             self._fail(violation.code)
@@ -218,6 +222,8 @@ class ClientConnection(asyncio.Protocol):
                     return
             else:
                 self._message(opcode, payload)
+                if not self._open:  # nothing is handled, or answered, after a close
+                    return
 
     def pause_writing(self) -> None:
         self._paused = True
@@ -376,11 +382,16 @@ class ClientConnection(asyncio.Protocol):
         self._transport.write(frame)
         return True
 
-    async def send(self, text: str) -> None:
-        """Write one text frame, then wait until the transport has drained."""
+    async def send(self, message: str | bytes) -> None:
+        """Write one frame (text for ``str``, binary for ``bytes``), then wait until the
+        transport has drained."""
         if not self._open or self._close_sent or self._transport is None:
             raise ConnectionClosed(self._closed.result() if self._closed.done() else CLOSE_ABNORMAL)
-        self._transport.write(encode_frame(OP_TEXT, text.encode("utf-8"), self._keys.next()))
+        if isinstance(message, str):
+            frame = encode_frame(OP_TEXT, message.encode("utf-8"), self._keys.next())
+        else:
+            frame = encode_frame(OP_BINARY, message, self._keys.next())
+        self._transport.write(frame)
         await self.drain()
 
     async def drain(self) -> None:
@@ -399,8 +410,9 @@ class ClientConnection(asyncio.Protocol):
             waiter.set_result(None)
 
     def _write_frame(self, opcode: int, payload: bytes) -> None:
+        """A control frame; nothing (no pong, no keepalive ping) follows our close frame."""
         transport = self._transport
-        if transport is not None and not transport.is_closing():
+        if transport is not None and not self._close_sent and not transport.is_closing():
             transport.write(encode_frame(opcode, payload, self._keys.next()))
 
     # -- keepalive and closing -----------------------------------------------------------------

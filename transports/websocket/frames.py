@@ -11,7 +11,11 @@ Theory of operation. ``FrameReader.feed`` takes whatever the socket delivered an
 complete messages in it, in order, as ``(opcode, payload)``:
 
 - data messages whole: fragments are joined, text is decoded and checked as UTF-8 (``str``),
-  binary stays ``bytes``;
+  binary stays ``bytes``. An unfragmented text frame is decoded once, whole; the fragments of a
+  fragmented one go through an incremental decoder as each arrives, so that invalid UTF-8 fails
+  the connection (1007, RFC 6455 8.1) at the fragment where it appears, not at the end of the
+  message ("fail fast", Autobahn's cases 6.4.x). One frame arriving in several reads is still
+  checked once it is complete;
 - control frames (close, ping, pong) as they come, even between the fragments of a message;
   a close payload is validated (``close_code`` reads it).
 
@@ -27,6 +31,7 @@ continue, a message over ``max_message``, invalid UTF-8 or close code) raises
 
 from __future__ import annotations
 
+import codecs
 import os
 import struct
 from typing import Final
@@ -91,6 +96,7 @@ _LEN64 = struct.Struct("!Q")
 _HEADER_SHORT = struct.Struct("!BB")
 _HEADER_MEDIUM = struct.Struct("!BBH")
 _HEADER_LONG = struct.Struct("!BBQ")
+_Utf8Decoder: Final = codecs.getincrementaldecoder("utf-8")
 
 
 class ProtocolViolation(Exception):
@@ -117,6 +123,8 @@ class FrameReader:
         "_max",
         "_message_opcode",
         "_need",
+        "_text",
+        "_utf8",
     )
 
     def __init__(self, *, masked: bool, max_message: int) -> None:
@@ -125,8 +133,10 @@ class FrameReader:
         self._buffer = bytearray()  # bytes of an incomplete frame
         self._need = 0  # bytes the buffered frame still lacks (0: parse what is buffered)
         self._message_opcode = 0  # OP_TEXT or OP_BINARY while a fragmented message is open
-        self._fragments: list[bytes] = []
-        self._fragments_size = 0
+        self._fragments: list[bytes] = []  # a binary message's fragments so far
+        self._text: list[str] = []  # a text message's fragments so far, decoded
+        self._fragments_size = 0  # bytes of the open message so far, either kind
+        self._utf8: codecs.IncrementalDecoder | None = None  # made at the first fragmented text
         self._failed = False
 
     def feed(self, data: bytes) -> list[Message]:
@@ -256,28 +266,53 @@ class FrameReader:
         if opcode == OP_CONTINUATION:
             if not self._message_opcode:
                 raise ProtocolViolation(CLOSE_PROTOCOL_ERROR, "continuation of no message")
-            self._fragments.append(payload)
             self._fragments_size += len(payload)
+            if self._message_opcode == OP_TEXT:
+                self._text.append(self._decode_fragment(payload, fin))
+                if not fin:
+                    return None
+                text = "".join(self._text)
+                self._text = []
+                self._message_opcode = 0
+                self._fragments_size = 0
+                return OP_TEXT, text
+            self._fragments.append(payload)
             if not fin:
                 return None
-            opcode = self._message_opcode
             payload = b"".join(self._fragments)
             self._message_opcode = 0
             self._fragments = []
             self._fragments_size = 0
-        elif self._message_opcode:
+            return OP_BINARY, payload
+        if self._message_opcode:
             raise ProtocolViolation(CLOSE_PROTOCOL_ERROR, "new message inside a fragmented one")
-        elif not fin:
+        if not fin:
             self._message_opcode = opcode
-            self._fragments = [payload]
             self._fragments_size = len(payload)
+            if opcode == OP_TEXT:
+                if self._utf8 is None:
+                    self._utf8 = _Utf8Decoder()
+                else:
+                    self._utf8.reset()
+                self._text = [self._decode_fragment(payload, 0)]
+            else:
+                self._fragments = [payload]
             return None
-        if opcode == OP_TEXT:
+        if opcode == OP_TEXT:  # unfragmented: decoded once, whole
             try:
                 return OP_TEXT, payload.decode("utf-8")
             except UnicodeDecodeError:
                 raise ProtocolViolation(CLOSE_INVALID_DATA, "text frame is not UTF-8") from None
         return OP_BINARY, payload
+
+    def _decode_fragment(self, payload: bytes, fin: int) -> str:
+        """One fragment of a text message, decoded as it arrives; a sequence cut by the
+        fragment's end waits for the next one, unless this is the last."""
+        assert self._utf8 is not None
+        try:
+            return self._utf8.decode(payload, bool(fin))
+        except UnicodeDecodeError:
+            raise ProtocolViolation(CLOSE_INVALID_DATA, "text frame is not UTF-8") from None
 
 
 def close_code(payload: bytes) -> tuple[int, str]:

@@ -220,6 +220,54 @@ def test_messages_before_a_violation_in_the_same_read_are_kept() -> None:
     assert caught.value.before == [(OP_TEXT, "first")]
 
 
+def test_invalid_utf8_fails_at_the_fragment_where_it_appears() -> None:
+    # Autobahn 6.4.1: a valid first fragment, then one that makes the text invalid; the reader
+    # fails there, without waiting for the end of the message.
+    reader = FrameReader(masked=True, max_message=LIMIT)
+    assert reader.feed(frame_bytes(0x01, "κόσμε".encode(), masked=True)) == []
+    with pytest.raises(ProtocolViolation) as caught:
+        reader.feed(frame_bytes(0x00, b"\xf4\x90", masked=True))  # not final
+    assert caught.value.code == CLOSE_INVALID_DATA
+    assert str(caught.value) == "text frame is not UTF-8"
+    assert reader.feed(frame_bytes(0x80, b"edited", masked=True)) == []  # the reader is done
+
+
+def test_code_points_cut_between_fragments_are_joined() -> None:
+    # Autobahn 6.2.3: one octet per fragment, so most fragments end inside a code point.
+    text = "κόσμε €𝄞"
+    data = text.encode()
+    wire = frame_bytes(0x01, data[:1])
+    for index in range(1, len(data)):
+        wire += frame_bytes(0x80 if index == len(data) - 1 else 0x00, data[index : index + 1])
+        if index == 3:
+            wire += frame_bytes(0x89, b"between")
+    reader = FrameReader(masked=False, max_message=LIMIT)
+    assert feed_in_pieces(reader, wire, [5, 17]) == [(OP_PING, b"between"), (OP_TEXT, text)]
+
+
+def test_a_code_point_the_last_fragment_leaves_incomplete_is_invalid() -> None:
+    reader = FrameReader(masked=False, max_message=LIMIT)
+    assert reader.feed(frame_bytes(0x01, b"ab\xe2\x82")) == []  # "€" cut: fine for now
+    with pytest.raises(ProtocolViolation) as caught:
+        reader.feed(frame_bytes(0x80, b""))  # the message ends without the last octet
+    assert caught.value.code == CLOSE_INVALID_DATA
+
+
+def test_every_fragmented_text_message_is_decoded_afresh() -> None:
+    reader = FrameReader(masked=False, max_message=LIMIT)
+    wire = b""
+    for text in ("né", "€uro", "z"):
+        data = text.encode()
+        wire += frame_bytes(0x01, data[:2]) + frame_bytes(0x80, data[2:])
+    assert reader.feed(wire) == [(OP_TEXT, "né"), (OP_TEXT, "€uro"), (OP_TEXT, "z")]
+
+
+def test_a_fragmented_binary_message_is_not_read_as_text() -> None:
+    reader = FrameReader(masked=False, max_message=LIMIT)
+    wire = frame_bytes(0x02, b"\xf4") + frame_bytes(0x80, b"\x90")
+    assert reader.feed(wire) == [(OP_BINARY, b"\xf4\x90")]
+
+
 def test_close_payloads() -> None:
     assert close_code(b"") == (CLOSE_NO_STATUS, "")
     assert close_code(close_payload(4000, "custom")) == (4000, "custom")
