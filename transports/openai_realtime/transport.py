@@ -208,8 +208,6 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
 
     def _connect_error(self, exc: BaseException, waiting_for: str) -> TransportError | None:
         """The connect failure as a TransportError; None for what must propagate (cancel)."""
-        if isinstance(exc, TransportError):
-            return exc
         if isinstance(exc, TimeoutError):
             return TransportError(
                 f"OpenAI Realtime sent no {waiting_for} within "
@@ -230,6 +228,8 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
             return TransportError(f"OpenAI Realtime closed the connection: {exc}", retryable=True)
         if isinstance(exc, HandshakeError):
             return TransportError(f"OpenAI Realtime handshake failed: {exc}", retryable=True)
+        if isinstance(exc, TransportError):
+            return exc
         if isinstance(exc, OSError | WebSocketException):
             return TransportError(f"cannot reach OpenAI Realtime: {exc}", retryable=True)
         if isinstance(exc, OpenAIError):

@@ -42,6 +42,7 @@ from typing import Final, cast
 
 import structlog
 
+from transports.base import TransportError
 from transports.websocket.frames import (
     CLOSE_ABNORMAL,
     CLOSE_INTERNAL_ERROR,
@@ -80,24 +81,27 @@ CLOSE_TIMEOUT_S: Final = 2.0
 OnMessage = Callable[[str | bytes], None]
 
 
-class HandshakeError(Exception):
-    """The server did not accept the WebSocket; ``status`` is its HTTP status when it sent one."""
+class HandshakeError(TransportError):
+    """The server did not accept the WebSocket; ``status`` is its HTTP status when it sent one
+    (retryable without one, or for 429 and 5xx)."""
 
     def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
+        retryable = status is None or status == 429 or status >= 500
+        super().__init__(message, retryable=retryable)
         self.status = status
 
 
-class InvalidURL(ValueError):
+class InvalidURL(TransportError, ValueError):
     """Not a ``ws://`` or ``wss://`` URL."""
 
 
-class ConnectionClosed(Exception):
+class ConnectionClosed(TransportError):
     """The connection is closed; ``code`` is the server's close code (1006: none came)."""
 
+    code: int
+
     def __init__(self, code: int) -> None:
-        super().__init__(f"connection closed with code {code}")
-        self.code = code
+        super().__init__(f"connection closed with code {code}", retryable=True, code=code)
 
 
 @functools.lru_cache(maxsize=1)

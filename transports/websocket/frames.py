@@ -36,6 +36,8 @@ import os
 import struct
 from typing import Final
 
+from transports.base import TransportError
+
 try:  # websockets' C helper; its pure-Python twin when the extension is not built
     from websockets.speedups import apply_mask
 except ImportError:  # pragma: no cover - every wheel we install ships the extension
@@ -99,12 +101,13 @@ _HEADER_LONG = struct.Struct("!BBQ")
 _Utf8Decoder: Final = codecs.getincrementaldecoder("utf-8")
 
 
-class ProtocolViolation(Exception):
+class ProtocolViolation(TransportError):
     """The peer broke RFC 6455; ``code`` is the close code to answer with."""
 
+    code: int
+
     def __init__(self, code: int, reason: str) -> None:
-        super().__init__(reason)
-        self.code = code
+        super().__init__(reason, code=code)
         self.reason = reason
         # the messages complete before the violation, in the same read: still delivered
         self.before: list[Message] = []
