@@ -1,11 +1,11 @@
-"""Review of the Twilio Media Streams bridge (issue 7): each test showed a bug found in review
-and failed before its fix.
+"""The Twilio Media Streams bridge under faults: each test showed a bug found in a review and
+failed before its fix.
 
 Real sockets: the simulated Twilio client of ``test_gateway_twilio`` ↔ the gateway ↔ the OpenAI
 Realtime fake. Faults are injected through the public transport factory (``DelegatingTransport``).
-Monkeypatched, and only in the tests that say so: the play-out limit (to keep a test short), a
-pass-through wrapper around ``play_out`` (to know when it started) and the bridge's logger (to
-read what it logs). The second half drives ``TwilioBridge`` alone, without sockets.
+Monkeypatched, and only in the tests that say so: the play-out limit (to keep a test short) and
+a pass-through wrapper around the public ``play_out`` (to know when it started); logs are read
+with structlog's ``capture_logs``. The second half drives ``TwilioBridge`` alone, without sockets.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import aiohttp
 import orjson
 import pytest
 from harness import DelegatingTransport, GatewayFactory, pcm_silence, pcm_tone
+from structlog.testing import capture_logs
 from test_gateway_twilio import AUTH_TOKEN, CALL_SID, call, twilio_gateway, twilio_rest
 
 from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
@@ -245,7 +246,7 @@ async def test_a_draining_gateway_refuses_the_voice_webhook(
 # ==================================================================================================
 # The bridge alone (no sockets): ``TwilioBridge`` talks to a recording ``Wire`` (what it would send
 # Twilio) and a stub session; the session's output goes through the bridge's own ``Outbound``, as
-# ``Session.emit`` sends it. (Here rather than in tests/unit/twilio/test_twilio_review.py: two test
+# ``Session.emit`` sends it. (Here rather than in tests/unit/twilio: two test
 # modules of the same basename cannot be collected in one run without __init__.py files.)
 # ==================================================================================================
 
@@ -377,20 +378,14 @@ async def test_play_out_waits_for_a_replys_padded_last_frame() -> None:
 # -- logs ------------------------------------------------------------------------------------------
 
 
-async def test_ignored_dtmf_digits_do_not_reach_the_logs(monkeypatch: pytest.MonkeyPatch) -> None:
-    logged: list[tuple[str, dict[str, Any]]] = []
-
-    class Recorder:
-        def __getattr__(self, level: str) -> Callable[..., None]:
-            return lambda event, **fields: logged.append((event, fields))
-
-    monkeypatch.setattr(twilio_bridge, "_log", Recorder())
+async def test_ignored_dtmf_digits_do_not_reach_the_logs() -> None:
     bridge, session = await open_bridge(Wire())
     try:
-        for digit in "4929":  # no confirmation pending: every key is ignored
-            await bridge.on_twilio(codec.Dtmf(BRIDGE_SID, digit))
+        with capture_logs() as logged:
+            for digit in "4929":  # no confirmation pending: every key is ignored
+                await bridge.on_twilio(codec.Dtmf(BRIDGE_SID, digit))
     finally:
         await bridge.close()
     assert session.events == []
-    values = {str(value) for _, fields in logged for value in fields.values()}
+    values = {str(value) for entry in logged for value in entry.values()}
     assert not values & set("4929"), f"logged: {logged}"
