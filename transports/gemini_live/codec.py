@@ -35,6 +35,7 @@ import orjson
 from transports import events as ev
 from transports.base import Mode, ToolResult, UpstreamConfig
 from transports.gemini_live import wire
+from transports.gemini_live.renewal import ORPHANS_PREFIX, orphaned_results_text, question_again
 
 __all__ = ["GeminiCodec"]
 
@@ -42,10 +43,6 @@ MIN_APPEND_BYTES = 20 * wire.INPUT_RATE * 2 // 1000  # 20 ms of 16 kHz PCM16
 OFFLINE_AUDIO_BYTES = 15 * wire.INPUT_RATE * 2  # 15 s
 HISTORY_TURNS = 40
 _SEEN_IDS = 4096
-_ORPHANS_PREFIX = (
-    "Results of tool calls that were still running when the connection to you was renewed "
-    "(they are done; do not call them again): "
-)
 
 
 @dataclass(slots=True)
@@ -359,7 +356,7 @@ class GeminiCodec:
             self._send(wire.tool_response(answers))
         if orphaned:
             # One turn for the batch, once the model is not talking.
-            self._turn(_ORPHANS_PREFIX + "; ".join(orphaned))
+            self._turn(ORPHANS_PREFIX + "; ".join(orphaned))
 
     def late_result(self, result: ToolResult) -> None:
         self._turn(
@@ -418,14 +415,9 @@ class GeminiCodec:
         unsent_answers = [f for f in self.outbox if f.startswith('{"toolResponse"')]
         self._queued[:0] = [f for f in self.outbox if not f.startswith('{"toolResponse"')]
         self.outbox.clear()
-        if unsent_answers and self._unanswered_text is None:
-            results = [
-                f"{r.get('name')} call {r.get('id')}: "
-                + orjson.dumps(r.get("response")).decode()[:4000]
-                for frame in unsent_answers
-                for r in orjson.loads(frame)["toolResponse"]["functionResponses"]
-            ]
-            self._queued.append(wire.text_turn(_ORPHANS_PREFIX + "; ".join(results)))
+        orphaned = orphaned_results_text(unsent_answers)
+        if orphaned is not None and self._unanswered_text is None:
+            self._queued.append(wire.text_turn(orphaned))
         self._offline[:0] = self._uplink
         self._uplink.clear()
         self.go_away_s = None
@@ -460,18 +452,8 @@ class GeminiCodec:
                 turns.remove(("user", question))  # asked below, once
             frames.append(wire.history_turns(turns))
         if question is not None:
-            if self._answered_results:
-                # The question already led to tool calls; they must not run twice.
-                question += (
-                    "\n(Before the connection was renewed, tools already returned — do not call "
-                    "them again: " + "; ".join(self._answered_results) + ")"
-                )
-            elif self._question_called_tools:
-                question += (
-                    "\n(Its tool calls were already made before the connection was renewed; "
-                    "their results follow — do not call them again.)"
-                )
-            frames.append(wire.text_turn(question))
+            again = question_again(question, self._answered_results, self._question_called_tools)
+            frames.append(wire.text_turn(again))
         audio, self._offline = bytes(self._offline), bytearray()
         step = 50 * MIN_APPEND_BYTES  # one second per message
         for start in range(0, len(audio), step):
