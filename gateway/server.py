@@ -336,12 +336,14 @@ class GatewayServer:
         a frame it declines takes the event path, which says what is wrong with it."""
         frames = self.metrics.frames
         max_bytes = self.settings.max_binary_frame
+        ended = session.ended
+        audio_now = session.client.audio_now  # bound once: this runs for every frame
 
         def take(pcm: bytes) -> bool:
-            if len(pcm) > max_bytes or session.ended.is_set():
+            if len(pcm) > max_bytes or ended.is_set():
                 return False
             try:
-                if not session.audio_now(pcm):
+                if not audio_now(pcm):
                     return False
             except Exception:  # handled (perhaps in part): never run it a second time
                 _log.exception("client_audio_failed", session_id=session.session_id)

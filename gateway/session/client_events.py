@@ -78,6 +78,7 @@ class ClientEvents:
         self._host = host
         self._profile = profile
         self._conversation = conversation
+        self._intents = conversation.intents  # restored in place: the same object for good
         self._tools = tools
         self._transport = transport
         self._registry = registry
@@ -116,7 +117,7 @@ class ClientEvents:
             or not pcm
             or len(pcm) & 1
             or self._profile.mode != "voice"
-            or self._conversation.intents.pending_messages
+            or self._intents.pending_messages
             or not direct.accepts_audio_now()
         ):
             return False

@@ -75,6 +75,7 @@ class UpstreamEvents:
         self._host = host
         self._profile = profile
         self._conversation = conversation
+        self._intents = conversation.intents  # restored in place: the same object for good
         self._tools = tools
         self._transport = transport
         self._metrics = metrics
@@ -146,7 +147,7 @@ class UpstreamEvents:
         response = self.cursor.current
         if response is None or response.interrupted or self._profile.mode != "voice":
             return
-        if self._conversation.intents.audio.active(now):  # SUPPRESS_AUDIO
+        if self._intents.audio.active(now):  # SUPPRESS_AUDIO
             return
         assert self._out is not None
         pcm = self._out.process(event.pcm)
