@@ -36,8 +36,9 @@ from gateway.security import (
     parse_networks,
 )
 from gateway.session import SessionUser
+from gateway.store import StoreUnavailable
 
-__all__ = ["UNCOUNTED_PATHS", "Admission", "OnceStore", "json_error"]
+__all__ = ["UNCOUNTED_PATHS", "Admission", "AdmissionStore", "json_error"]
 
 _log = structlog.get_logger("admission")
 
@@ -48,10 +49,12 @@ ANONYMOUS_USER = "local"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-class OnceStore(Protocol):
-    """Where a single-use token id is remembered (the session store; Redis across nodes)."""
+class AdmissionStore(Protocol):
+    """What admission keeps across nodes (the session store: Redis for several)."""
 
     async def claim_once(self, key: str, ttl_s: float) -> bool: ...
+
+    async def admit_address(self, address: str, per_minute: int, now: float) -> bool: ...
 
 
 def json_error(
@@ -69,12 +72,12 @@ class Admission:
         *,
         clock: Clock,
         sessions_open: Callable[[], int],
-        once: OnceStore,
+        store: AdmissionStore,
     ) -> None:
         self._settings = settings
         self._clock = clock
         self._sessions_open = sessions_open
-        self._once = once
+        self._store = store
         self._auth_on = settings.auth != "none"
         secret = settings.auth_secret
         self.tokens = (
@@ -83,6 +86,7 @@ class Admission:
             else None
         )
         self.proxies = TrustedProxies(parse_networks(settings.trusted_proxies))
+        # While the shared store cannot be reached, the rate is counted on this node alone.
         self._limiter = ConnectionRateLimiter(settings.connections_per_minute)
         self.draining = False
 
@@ -96,11 +100,19 @@ class Admission:
         if not self._auth_on and not is_loopback_host_header(request.headers.get("Host")):
             _log.warning("host_refused", host=_short(request.headers.get("Host")))
             return json_error(403, "forbidden", "this gateway answers to localhost names only")
-        if request.path not in UNCOUNTED_PATHS:
-            address = self.client_address(request)
-            if not self._limiter.admit(address, self._clock.monotonic()):
-                return json_error(429, "rate_limited", "too many connections; slow down")
+        if request.path not in UNCOUNTED_PATHS and not await self._admit(
+            self.client_address(request)
+        ):
+            return json_error(429, "rate_limited", "too many connections; slow down")
         return await handler(request)
+
+    async def _admit(self, address: str) -> bool:
+        per_minute = self._settings.connections_per_minute
+        now = self._clock.now().timestamp()  # wall time: shared with the other nodes
+        try:
+            return await self._store.admit_address(address, per_minute, now)
+        except StoreUnavailable:
+            return self._limiter.admit(address, self._clock.monotonic())
 
     # -- WebSocket upgrades ----------------------------------------------------------------------
 
@@ -150,7 +162,11 @@ class Admission:
             return str(refused)
         assert verified.token_id is not None
         ttl = max(verified.expires_at - now, 1.0) + 60.0  # past expiry and clock skew
-        if not await self._once.claim_once(f"stream-token:{verified.token_id}", ttl):
+        try:
+            fresh = await self._store.claim_once(f"stream-token:{verified.token_id}", ttl)
+        except StoreUnavailable:
+            return "the gateway's store cannot be reached to check the token"
+        if not fresh:
             return "this stream token was used already"
         return SessionUser(user_id=verified.subject, roles=verified.roles, tenant=verified.tenant)
 

@@ -15,14 +15,15 @@ import structlog
 from aiohttp import web
 
 from gateway.admission import Admission
-from gateway.clock import SystemClock
+from gateway.clock import Clock, SystemClock
 from gateway.config import Settings, is_loopback
+from gateway.node import NodeRuntime, new_node_id
 from gateway.observability import Metrics, configure_logging
 from gateway.providers import make_transport, warm_up_upstreams
 from gateway.registry import Registry, load_registry
 from gateway.server import GatewayServer
 from gateway.session.manager import SessionManager, TransportFactory
-from gateway.store import MemoryStore, SessionStore
+from gateway.store import MemoryStore, SessionStore, StoreUnavailable
 from gateway.toolrun import AuditSink, ResultCache, StructlogAuditSink
 
 __all__ = ["build_server", "run"]
@@ -43,7 +44,8 @@ def build_server(
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     clock = SystemClock()
     metrics = Metrics(tool_ids=(spec.tool_id for spec in registry.tools()))
-    store = store if store is not None else MemoryStore(clock)
+    store = store if store is not None else build_store(settings, clock)
+    node_id = settings.node_id or new_node_id()
     manager = SessionManager(
         settings=settings,
         registry=registry,
@@ -53,9 +55,18 @@ def build_server(
         clock=clock,
         cache=ResultCache(clock),
         store=store,
+        node_id=node_id,
     )
     admission = Admission(
-        settings, clock=clock, sessions_open=lambda: len(manager.sessions), once=store
+        settings, clock=clock, sessions_open=lambda: len(manager.sessions), store=store
+    )
+    node = NodeRuntime(
+        node_id,
+        store,
+        lease_ttl_s=settings.lease_ttl_s,
+        metrics=metrics,
+        on_message=manager.on_message,
+        on_paused=manager.verify_ownership,
     )
     return GatewayServer(
         settings=settings,
@@ -63,6 +74,21 @@ def build_server(
         metrics=metrics,
         manager=manager,
         admission=admission,
+        node=node,
+    )
+
+
+def build_store(settings: Settings, clock: Clock) -> SessionStore:
+    """Redis when ``GATEWAY_REDIS_URL`` is set (imported only then), else in memory."""
+    if settings.redis_url is None:
+        return MemoryStore(clock)
+    from gateway.store.redis import RedisStore
+
+    return RedisStore.from_url(
+        settings.redis_url.get_secret_value(),
+        prefix=settings.redis_prefix,
+        timeout_s=settings.store_timeout_s,
+        clock=clock,
     )
 
 
@@ -70,7 +96,11 @@ async def serve(settings: Settings) -> None:
     server = build_server(settings)
     # Sessions are ended by drain(); what is left (sockets that never started) gets little time.
     runner = server.runner()
-    await runner.setup()
+    try:
+        await runner.setup()  # joins the cluster: raises StoreUnavailable when Redis is not there
+    except StoreUnavailable:
+        await server.manager.store.close()
+        raise
     site = web.TCPSite(runner, settings.host, settings.port)
     await site.start()
     metrics_runner = None
@@ -92,6 +122,8 @@ async def serve(settings: Settings) -> None:
         auth=settings.auth,
         registry=server.registry.version,
         tools=len(server.registry),
+        node=server.manager.node_id,
+        store="redis" if server.manager.store.shared else "memory",
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

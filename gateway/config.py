@@ -6,6 +6,7 @@ Loaded once in the composition root and passed down; nothing else reads the envi
 from __future__ import annotations
 
 import ipaddress
+import os
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -62,7 +63,19 @@ class Settings(BaseSettings):
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     registry: Path = Path("build/tool_registry.json")
     data_dir: Path = Path.home() / ".local" / "share" / "realtime-gateway"
-    redis_url: str | None = None
+    # Several nodes: the shared store (redis:// or rediss://; a password in the URL is a secret).
+    redis_url: SecretStr | None = None
+    redis_prefix: str = Field(default="gw", pattern=r"^[A-Za-z0-9_.:-]{1,40}$")
+    # Each node's id in the cluster (default: host, pid and a random suffix).
+    node_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.:-]{1,80}$")
+    # A node whose heartbeat is this old is dead: its sessions can be taken over.
+    lease_ttl_s: float = Field(default=10.0, ge=0.5)
+    # One call to the shared store waits at most this long before it counts as unavailable.
+    store_timeout_s: float = Field(default=1.0, gt=0)
+    # Open sessions per user across every node (0: no cap).
+    max_sessions_per_user: int = Field(default=0, ge=0)
+    # Worker processes of `gateway serve` on this machine: a number, or "auto" (one per core).
+    workers: str = Field(default="1", pattern=r"^(auto|[1-9][0-9]{0,2})$")
     log_format: Literal["json", "console"] = "json"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     # The event loop of `gateway serve`: uvloop where it is installed (Linux, macOS), or asyncio.
@@ -176,6 +189,11 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"GATEWAY_AUTH=none is only allowed on a loopback address, not {self.host!r}"
             )
+        if self.worker_count() > 1 and self.redis_url is None:
+            raise ValueError(
+                "GATEWAY_WORKERS above 1 needs GATEWAY_REDIS_URL: the workers share sessions, "
+                "limits and the tool ledger through it"
+            )
         if self.auth == "jwt" and (
             self.auth_secret is None or len(self.auth_secret.get_secret_value()) < 32
         ):
@@ -184,6 +202,9 @@ class Settings(BaseSettings):
                 "or run locally with GATEWAY_AUTH=none on 127.0.0.1"
             )
         return self
+
+    def worker_count(self) -> int:
+        return (os.cpu_count() or 1) if self.workers == "auto" else int(self.workers)
 
     def budget(self, mode: Literal["voice", "text"]) -> ModeBudget:
         if mode == "voice":

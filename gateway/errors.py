@@ -13,7 +13,7 @@
     │   ├── AuthError                 a token that cannot be used here
     │   │   └── TokenRefused          (gateway.security.tokens)
     │   └── StartRefused              ``session.start`` or a resume cannot be honoured
-    │                                 (gateway.session.manager)
+    │                                 (gateway.session.refusals)
     ├── ArgumentError                 the model's tool arguments are unusable, also a ValueError
     │                                 (gateway.toolrun.arguments; the model gets VALIDATION)
     └── SessionStateError             a transition not in the session state table (a bug)

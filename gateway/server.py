@@ -21,6 +21,7 @@ from aiohttp import web
 from gateway.admission import Admission, json_error
 from gateway.client_socket import ClientSocket, HandshakeRefused
 from gateway.config import Settings
+from gateway.node import NodeRuntime
 from gateway.observability import Metrics
 from gateway.protocol import (
     EndReason,
@@ -38,8 +39,9 @@ from gateway.protocol import (
 )
 from gateway.registry import Registry
 from gateway.session import Outbound, Session, SessionUser
-from gateway.session.manager import SessionManager, StartRefused
+from gateway.session.manager import SessionManager
 from gateway.session.ratelimit import TokenBucket
+from gateway.session.refusals import StartRefused
 from gateway.twilio_routes import TwilioRoutes
 
 __all__ = ["GatewayServer"]
@@ -67,6 +69,7 @@ class GatewayServer:
     metrics: Metrics
     manager: SessionManager
     admission: Admission
+    node: NodeRuntime | None = None
 
     @property
     def draining(self) -> bool:
@@ -86,6 +89,7 @@ class GatewayServer:
         twilio = TwilioRoutes(self.settings, self.admission, self.manager)
         app.router.add_post("/twilio/voice", twilio.voice)
         app.router.add_get("/twilio/media", twilio.media)
+        app.on_startup.append(self._start_node)
         app.on_cleanup.append(self._end_sessions)
         return app
 
@@ -108,8 +112,17 @@ class GatewayServer:
             keepalive_timeout=self.settings.http_header_timeout_s,
         )
 
+    async def _start_node(self, _: web.Application) -> None:
+        """Join the cluster before serving: a node whose store does not answer does not start
+        (``StoreUnavailable``)."""
+        if self.node is not None:
+            await self.node.start()
+
     async def _end_sessions(self, _: web.Application) -> None:
         await self.manager.end_all()
+        if self.node is not None:
+            await self.node.stop()
+        await self.manager.store.close()
 
     # -- plain endpoints -----------------------------------------------------------------------
 
@@ -119,6 +132,9 @@ class GatewayServer:
     async def readyz(self, _: web.Request) -> web.Response:
         if self.draining:
             return web.json_response({"status": "draining"}, status=503)
+        if self.node is not None and not self.node.available:
+            # Live sessions go on, but nothing new can start or resume: route elsewhere.
+            return web.json_response({"status": "degraded", "store": "unavailable"}, status=503)
         return web.json_response({"status": "ready", "registry": self.registry.version})
 
     async def metrics_page(self, request: web.Request) -> web.Response:
@@ -205,6 +221,8 @@ class GatewayServer:
                 writer.cancel()
             if session is not None and session.end_reason is EndReason.ERROR:
                 close_code = 1011
+            elif session is not None and session.ownership.handed_off:
+                close_code = 1012  # service restart: resume on another node
             await sock.close(close_code)
         return sock.response
 

@@ -30,7 +30,8 @@ from gateway.admission import Admission
 from gateway.config import Settings
 from gateway.protocol import EndReason
 from gateway.session import Outbound, Session, SessionUser
-from gateway.session.manager import SessionManager, StartRefused
+from gateway.session.manager import SessionManager
+from gateway.session.refusals import StartRefused
 from gateway.twilio_bridge import TwilioBridge
 from transports.twilio import codec
 from transports.twilio.signature import connect_twiml, valid_signature
@@ -144,7 +145,9 @@ class TwilioRoutes:
         manager = self.manager
 
         async def start_session(event: object, outbound: Outbound) -> Session:
-            return await manager.start(event, user, outbound)  # type: ignore[arg-type]
+            session = await manager.start(event, user, outbound)  # type: ignore[arg-type]
+            session.movable = False  # the call's media stream is Twilio's: it cannot move
+            return session
 
         try:
             session = await bridge.open(start_session, self.settings.twilio_provider)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
 import uvloop
+from redis_kit import RedisServer, running_redis
 
 from gateway.registry import Registry, load_registry
 from registry_build import build_registry
@@ -53,3 +54,10 @@ def full_registry(tmp_path_factory: pytest.TempPathFactory) -> Registry:
     """The project's tools plus the runner fixtures (slow, crashing, failing tools)."""
     out = tmp_path_factory.mktemp("registry") / "full_registry.json"
     return build_and_load([REPO / "tools", FIXTURES / "runner_tools"], out)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One real redis-server for the whole run (tests keep apart by key prefix)."""
+    with running_redis(tmp_path_factory.mktemp("redis")) as server:
+        yield server

@@ -19,7 +19,8 @@ from gateway.clock import ManualClock
 from gateway.observability import Metrics
 from gateway.registry import Registry
 from gateway.session import Session, SessionUser
-from gateway.store import SessionSnapshot
+from gateway.session.ownership import Ownership
+from gateway.store import MemoryStore, SessionRecord, SessionSnapshot
 from gateway.toolrun import DEFAULT_BUDGETS, MemoryAuditSink, ToolRunner
 from transports.base import Capabilities, Mode, ToolResult, UpstreamConfig
 from transports.events import UpstreamEvent
@@ -161,6 +162,8 @@ def make_session(
         enabled_tools=None,
         instructions="test",
     )
+    store = MemoryStore(clock)
+    ownership = Ownership(store, session_id="sess_test", node="local")
     session = Session(
         session_id="sess_test",
         user=SessionUser(user_id=user_id, roles=roles),
@@ -172,6 +175,10 @@ def make_session(
         clock=clock,
         metrics=Metrics(spec.tool_id for spec in registry.tools()),
         confirmation_ttl_s=120.0,
+        ownership=ownership,
+    )
+    ownership.record_of = lambda: SessionRecord(
+        "sess_test", user_id, None, "", "local", 1, "live", session.snapshot(), 0.0
     )
     session.upstream_ready()
     outbound = RecordingOutbound()

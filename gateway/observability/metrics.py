@@ -96,6 +96,30 @@ class Metrics:
         self.resumes = Counter(
             "gateway_session_resumes_total", "Sessions resumed by a reconnecting client", registry=r
         )
+        self.sessions_moved = Counter(
+            "gateway_sessions_moved_total",
+            "Sessions sent to another node by a draining node (session.moving)",
+            registry=r,
+        )
+        self.sessions_recovered = Counter(
+            "gateway_sessions_recovered_total",
+            "Sessions rebuilt from their last snapshot after their node stopped",
+            registry=r,
+        )
+        self.store_errors = Counter(
+            "gateway_store_errors_total",
+            "Calls to the shared store that failed (it could not be reached)",
+            ["op"],
+            registry=r,
+        )
+        self.store_up = Gauge(
+            "gateway_store_up", "1 while the shared store answers, 0 while it does not", registry=r
+        )
+        self.store_up.set(1)
+
+    def store_error(self, op: str) -> None:
+        """``op`` names a store operation: a closed set of the code's own words."""
+        self.store_errors.labels(op).inc()
 
     def tool_label(self, tool_id: str) -> str:
         return tool_id if tool_id in self._tool_ids else UNKNOWN_TOOL

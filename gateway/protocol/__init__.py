@@ -43,6 +43,7 @@ from .decode import (
 from .encode import encode, encode_client_event
 from .errors import ErrorCode, ProtocolError
 from .json_types import JsonObject, JsonScalar, JsonValue
+from .moving_events import Recovery, SessionMoving
 from .server_events import (
     ConfirmationOutcome,
     ConfirmationRequested,
@@ -101,6 +102,7 @@ __all__ = [
     "Pong",
     "ProtocolError",
     "Provider",
+    "Recovery",
     "ResponseCancel",
     "ResponseDone",
     "ResponseStarted",
@@ -110,6 +112,7 @@ __all__ = [
     "SessionEnd",
     "SessionEnded",
     "SessionLimits",
+    "SessionMoving",
     "SessionStart",
     "SessionStarted",
     "SessionUpdate",

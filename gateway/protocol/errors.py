@@ -41,11 +41,15 @@ class ErrorCode(StrEnum):
     UPSTREAM_ERROR = "upstream_error"
     RESUME_FAILED = "resume_failed"
     INTERNAL = "internal"
+    # Extension: the shared store (Redis) cannot be reached; retry shortly.
+    STORE_UNAVAILABLE = "store_unavailable"
 
 
 # Defaults when the raiser does not say: waiting helps only against load and outages, and the
 # only code that always ends the session is the start timeout (the socket closes with 1008).
-_RETRYABLE_BY_DEFAULT = frozenset({ErrorCode.RATE_LIMITED, ErrorCode.UPSTREAM_UNAVAILABLE})
+_RETRYABLE_BY_DEFAULT = frozenset(
+    {ErrorCode.RATE_LIMITED, ErrorCode.UPSTREAM_UNAVAILABLE, ErrorCode.STORE_UNAVAILABLE}
+)
 _FATAL_BY_DEFAULT = frozenset({ErrorCode.SESSION_START_TIMEOUT})
 
 

@@ -9,6 +9,8 @@ the protocol marks optional or conditional is left out when it does not apply:
 - ``tool.finished``: ``data`` when ``ok``, ``error`` otherwise (never both);
 - ``confirmation.resolved``: ``result`` (only when approved);
 - ``session.ended``: ``detail``;
+- ``session.started``: ``recovery`` (an extension: only for a session rebuilt after its node
+  stopped);
 - ``error``: ``event_id`` (only when a client event caused it).
 
 The gateway builds these events itself, so their constructors only check what mypy cannot
@@ -26,6 +28,7 @@ from typing import ClassVar, TypeAlias
 from .client_events import AudioFormat, Mode, Provider
 from .errors import ErrorCode, ProtocolError
 from .json_types import JsonObject, JsonScalar, JsonValue
+from .moving_events import Recovery, SessionMoving
 
 __all__ = [
     "ConfirmationOutcome",
@@ -131,9 +134,10 @@ class SessionStarted:
     audio: AudioFormat
     resumed: bool
     limits: SessionLimits
+    recovery: Recovery | None = None  # extension: rebuilt after its node stopped
 
     def to_dict(self) -> JsonObject:
-        return {
+        body: JsonObject = {
             "type": self.TYPE,
             "session_id": self.session_id,
             "resume_token": self.resume_token,
@@ -146,6 +150,9 @@ class SessionStarted:
             "resumed": self.resumed,
             "limits": self.limits.to_dict(),
         }
+        if self.recovery is not None:
+            body["recovery"] = self.recovery.to_dict()
+        return body
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -439,5 +446,6 @@ ServerEvent: TypeAlias = (
     | SessionEnded
     | ErrorEvent
     | Pong
+    | SessionMoving
 )
 """Every event the gateway sends in a text frame (assistant audio goes in binary frames)."""

@@ -8,7 +8,7 @@ model the outcome as a late result.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
 from typing import Any
 
@@ -27,6 +27,7 @@ from gateway.protocol import (
     ErrorCode,
 )
 from gateway.session.tool_events import ToolWiring, tool_finished_event, tool_started_event
+from gateway.store import Fenced, LedgerEntry
 from gateway.toolrun import ArgumentError, AuditDecision, CallOutcome, ToolCall, measure_arguments
 from tools._core import ToolErrorType
 from transports.base import ToolResult
@@ -34,12 +35,18 @@ from transports.base import ToolResult
 __all__ = ["Approvals"]
 
 Tracker = Callable[[Coroutine[Any, Any, None]], None]
+FromLedger = Callable[[ToolCall, LedgerEntry], Awaitable[CallOutcome]]
+
+
+def _answered_elsewhere(confirmation_id: str) -> tuple[ErrorCode, str]:
+    return ErrorCode.CONFIRMATION_NOT_FOUND, f"confirmation {confirmation_id} was answered already"
 
 
 class Approvals:
-    def __init__(self, wiring: ToolWiring, track: Tracker) -> None:
+    def __init__(self, wiring: ToolWiring, track: Tracker, from_ledger: FromLedger) -> None:
         self._w = wiring
         self._track = track
+        self._from_ledger = from_ledger
 
     async def respond(
         self, confirmation_id: str, approve: bool, parameters: dict[str, Any] | None
@@ -60,6 +67,8 @@ class Approvals:
         assert pending is not None
         if not approve:
             book.take(confirmation_id, now)
+            if not await w.ownership.take_confirmation(confirmation_id):
+                return _answered_elsewhere(confirmation_id)
             await self._reject(pending)
             return None
         # Asked again now: roles may have dropped (a resume with another token), the mode or
@@ -80,6 +89,8 @@ class Approvals:
                 return ErrorCode.INVALID_EVENT, problem
             args = parameters
         book.take(confirmation_id, now)
+        if not await w.ownership.take_confirmation(confirmation_id):
+            return _answered_elsewhere(confirmation_id)
         call = ToolCall(pending.call_id, pending.tool_id, args)
         if spec is not None:
             # An approval is explicit, so it is never refused here, but it spends the budget.
@@ -115,6 +126,8 @@ class Approvals:
         and the client are told why."""
         w = self._w
         w.conversation.book.take(pending.confirmation_id, w.clock.now())
+        if not await w.ownership.take_confirmation(pending.confirmation_id):
+            return _answered_elsewhere(pending.confirmation_id)
         message = (
             f"{refusal.message}; checked again when confirmation {pending.confirmation_id} "
             "was approved, so nothing was done"
@@ -136,23 +149,43 @@ class Approvals:
         return ErrorCode.FORBIDDEN, message
 
     async def _run_approved(self, pending: PendingConfirmation, call: ToolCall) -> None:
+        """Run once across nodes (the ledger), give the result to the model once."""
         w = self._w
-        outcome = await w.runner.run(call, w.host.caller(), decision=AuditDecision.CONFIRMED)
-        w.host.emit(tool_finished_event(outcome))
-        if outcome.ok and outcome.response.intents:
-            w.host.apply_intents(outcome.response.intents)
-        self.resolved(pending, ConfirmationOutcome.APPROVED, outcome)
-        await w.transport.send_late_result(
-            ToolResult(pending.call_id, pending.tool_id, outcome.envelope)
-        )
+        try:
+            known = await w.ownership.start_calls([(call.call_id, call.tool_id)])
+            entry = known.get(call.call_id)
+            if entry is None:
+                outcome = await w.runner.run(
+                    call, w.host.caller(), decision=AuditDecision.CONFIRMED
+                )
+                await w.ownership.finish_calls([(call.call_id, outcome.envelope)])
+            else:
+                outcome = await self._from_ledger(call, entry)
+            w.host.emit(tool_finished_event(outcome))
+            if outcome.ok and outcome.response.intents:
+                w.host.apply_intents(outcome.response.intents)
+            self.resolved(pending, ConfirmationOutcome.APPROVED, outcome)
+            if await w.ownership.deliver([call.call_id]):
+                await w.transport.send_late_result(
+                    ToolResult(pending.call_id, pending.tool_id, outcome.envelope)
+                )
+        except Fenced:
+            w.host.lost()
 
     async def expire_due(self, now: datetime | None = None) -> None:
         for pending in self._w.conversation.book.expire_due(now or self._w.clock.now()):
             await self._expire(pending)
 
     async def _expire(self, pending: PendingConfirmation) -> None:
-        """Closed by expiry: audited, the client gets ``confirmation.resolved``, the model told."""
+        """Closed by expiry: audited, the client gets ``confirmation.resolved``, the model told
+        (unless another node closed it first, or owns the session now)."""
         w = self._w
+        try:
+            if not await w.ownership.take_confirmation(pending.confirmation_id):
+                return
+        except Fenced:
+            w.host.lost()
+            return
         w.metrics.confirmations.labels("expired").inc()
         w.runner.refuse(
             ToolCall(pending.call_id, pending.tool_id, pending.args),

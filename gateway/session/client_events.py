@@ -59,6 +59,8 @@ class ClientHost(Protocol):
 
     async def end(self, reason: EndReason, detail: str | None = None) -> None: ...
 
+    def boundary(self) -> None: ...
+
 
 class ClientEvents:
     def __init__(
@@ -177,6 +179,7 @@ class ClientEvents:
 
     async def _text(self, event: TextSend) -> None:
         self._conversation.history.append(ConversationItem("user", event.text))
+        self._host.boundary()  # saved before the reply: a crash loses at most this turn
         await self.start_user_turn(event.text)
         await self._transport.send_text(event.text)
 

@@ -1,24 +1,24 @@
-"""The live sessions of one gateway: open, resume, park, time out, drain.
+"""The live sessions of one gateway node: open, announce, time out, end, drain; and what the
+other nodes of a cluster ask of it (the bus).
 
 The socket handler (``gateway.server``) owns a client socket; a ``Session`` can outlive it (the
-resume window), so its upstream reader and timers are owned here instead.
+resume window), so its upstream reader and timers are owned here instead. Parking, resuming and
+moving sessions (on this node or another) is ``gateway.session.resume``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any
 
 import structlog
 
 from gateway.clock import Clock
 from gateway.config import Settings
-from gateway.errors import ClientError
 from gateway.observability import Metrics
 from gateway.protocol import (
     AudioFormat,
@@ -27,18 +27,29 @@ from gateway.protocol import (
     ErrorEvent,
     Mode,
     Provider,
+    Recovery,
     SessionEnded,
     SessionLimits,
     SessionStart,
     SessionStarted,
     ToolInfo,
 )
-from gateway.registry import Registry, ToolSpec
+from gateway.registry import Registry
+from gateway.session.opening import open_session, session_setup
 from gateway.session.outbound import Outbound
+from gateway.session.refusals import StartRefused, store_unavailable
+from gateway.session.resume import Resumes
 from gateway.session.session import Session, SessionUser
-from gateway.store import ResumeRecord, SessionSnapshot, SessionStore, hash_token
-from gateway.toolrun import AuditSink, ModeBudget, ResultCache, ToolRunner
-from transports.base import ToolDeclaration, Transport, TransportError, UpstreamConfig
+from gateway.store import (
+    Fenced,
+    SessionRecord,
+    SessionSnapshot,
+    SessionStore,
+    StoreUnavailable,
+    hash_token,
+)
+from gateway.toolrun import AuditSink, ResultCache
+from transports.base import Transport
 
 __all__ = ["SessionManager", "StartRefused", "TransportFactory"]
 
@@ -48,20 +59,6 @@ TransportFactory = Callable[[str, Settings], Transport]
 
 # How often a session's timers look at idle time, duration and confirmation expiry.
 TIMER_TICK_S = 0.25
-
-
-class StartRefused(ClientError):
-    """``session.start`` (or a resume) cannot be honoured; ``event`` tells the client why."""
-
-    def __init__(self, event: ErrorEvent, *, ended: SessionEnded | None = None) -> None:
-        super().__init__(event.message)
-        self.event = event
-        # Sent after the error when the refusal ends the connection (upstream unavailable).
-        self.ended = ended
-
-    @property
-    def fatal(self) -> bool:
-        return self.event.fatal
 
 
 @dataclass(slots=True)
@@ -74,13 +71,22 @@ class SessionManager:
     clock: Clock
     cache: ResultCache
     store: SessionStore
+    node_id: str = "local"
     sessions: dict[str, Session] = field(default_factory=dict)
     # Per session: its upstream reader and timers, which outlive a client socket.
     _loops: dict[str, tuple[asyncio.Task[None], asyncio.Task[None]]] = field(default_factory=dict)
-    # Parked (socket lost) sessions: the task that ends them when the resume window passes.
-    _parked: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _none_left: asyncio.Event = field(default_factory=asyncio.Event)
+    # Snapshot writes in flight, and sessions that changed again meanwhile.
+    _saving: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    _save_again: set[str] = field(default_factory=set)
+    # Sessions handed off whose calls still run here (a drain waits for them).
+    _finishing: set[Session] = field(default_factory=set)
+    _background: set[asyncio.Task[None]] = field(default_factory=set)
     draining: bool = False
+    resumes: Resumes = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.resumes = Resumes(self)
 
     # -- start -----------------------------------------------------------------------------------
 
@@ -96,152 +102,81 @@ class SessionManager:
                     event_id=start.event_id,
                 )
             )
-        self._check_tools(start, user)
-        provider = start.provider.value if start.provider else self.settings.provider
-        setup = SessionSnapshot(
-            provider=provider,
-            mode=start.mode.value,
-            input_rate=start.audio.input_rate,
-            output_rate=start.audio.output_rate,
-            enabled_tools=None if start.tools is None else tuple(start.tools),
-            instructions=start.instructions or self.settings.default_instructions,
-            model=start.model,
-            voice=start.voice,
-            locale=start.locale,
-            tool_dialect=None if start.tool_dialect is None else str(start.tool_dialect),
-        )
+        setup = session_setup(start, user, self.registry, self.settings)
         session_id = f"sess_{secrets.token_hex(12)}"
-        session = await self._open(session_id, setup, user, outbound, start.event_id)
+        await self._acquire_slot(user, session_id, start.event_id)
         try:
-            self._announce(session, resumed=False)
+            session = await self.open(session_id, setup, user, outbound, start.event_id, epoch=1)
+        except BaseException:
+            await self.release_slot(user, session_id)
+            raise
+        try:
+            await self.announce(session, resumed=False, register=True)
+        except StoreUnavailable:
+            await session.end(EndReason.ERROR, "the shared store cannot be reached")
+            await self.forget(session)
+            raise store_unavailable(start.event_id) from None
         except Exception:
             await session.end(EndReason.ERROR, "internal error while starting")
             await self.forget(session)
             raise
         return session
 
-    def _check_tools(self, start: SessionStart, user: SessionUser) -> None:
-        if start.tools is None:
+    async def _acquire_slot(self, user: SessionUser, session_id: str, event_id: str | None) -> None:
+        """``GATEWAY_MAX_SESSIONS_PER_USER``, counted across every node."""
+        limit = self.settings.max_sessions_per_user
+        if limit <= 0:
             return
-        unknown = [name for name in start.tools if self.registry.get(name) is None]
-        if unknown:
-            raise StartRefused(
-                ErrorEvent(
-                    code=ErrorCode.INVALID_EVENT,
-                    message=f"tools: no tool named {', '.join(map(repr, unknown))}",
-                    event_id=start.event_id,
-                )
+        try:
+            admitted = await self.store.acquire_user_slot(
+                user.user_id, session_id, self.node_id, limit
             )
-        roles = frozenset(user.roles)
-        denied = [name for name in start.tools if not _spec(self.registry, name).allowed_for(roles)]
-        if denied:
+        except StoreUnavailable:
+            raise store_unavailable(event_id) from None
+        if not admitted:
             raise StartRefused(
                 ErrorEvent(
-                    code=ErrorCode.FORBIDDEN,
-                    message=f"tools: not allowed for this user: {', '.join(map(repr, denied))}",
-                    event_id=start.event_id,
+                    code=ErrorCode.RATE_LIMITED,
+                    message=f"at most {limit} open sessions per user; end one first",
+                    retryable=True,
+                    event_id=event_id,
                 )
             )
 
-    @staticmethod
-    async def _refuse_unsupported_mode(
-        transport: Transport, setup: SessionSnapshot, event_id: str | None
-    ) -> None:
-        modes = transport.capabilities.modes
-        if setup.mode in modes:
-            return
-        await transport.close()
-        raise StartRefused(
-            ErrorEvent(
-                code=ErrorCode.FORBIDDEN,
-                message=f"mode: the {setup.provider} provider does not support {setup.mode} "
-                f"sessions (it supports {', '.join(sorted(modes))})",
-                event_id=event_id,
-            )
-        )
+    async def release_slot(self, user: SessionUser, session_id: str) -> None:
+        if self.settings.max_sessions_per_user > 0:
+            with contextlib.suppress(StoreUnavailable):
+                await self.store.release_user_slot(user.user_id, session_id)
 
-    async def _open(
+    async def open(
         self,
         session_id: str,
         setup: SessionSnapshot,
         user: SessionUser,
         outbound: Outbound,
         event_id: str | None,
+        *,
+        epoch: int,
     ) -> Session:
         """Connect the upstream and build the session (registered, loops running)."""
-        enabled = None if setup.enabled_tools is None else list(setup.enabled_tools)
-        visible = self.registry.visible_to(user.roles, enabled)
-        transport: Transport | None = None
-        try:
-            transport = self.transports(setup.provider, self.settings)
-            # Checked before connecting (no upstream opened for nothing) and after (a
-            # transport may only know its capabilities once connected).
-            await self._refuse_unsupported_mode(transport, setup, event_id)
-            config = UpstreamConfig(
-                mode="voice" if setup.mode == "voice" else "text",
-                instructions=self.registry.model_instructions(
-                    setup.instructions, user.roles, enabled
-                ),
-                tools=[
-                    ToolDeclaration(s.tool_id, s.description, s.provider_schemas) for s in visible
-                ],
-                client_input_rate=setup.input_rate,
-                client_output_rate=setup.output_rate,
-                model=setup.model,
-                voice=setup.voice,
-                locale=setup.locale,
-                session_id=session_id,
-                history=setup.history,
-                options={} if setup.tool_dialect is None else {"tool_dialect": setup.tool_dialect},
-            )
-            await asyncio.wait_for(
-                transport.connect(config), timeout=self.settings.upstream_connect_timeout_s + 5
-            )
-        except (TransportError, TimeoutError, OSError) as exc:
-            if transport is not None:
-                with contextlib.suppress(Exception):
-                    await transport.close()
-            message = str(exc) or "the upstream did not answer"
-            retryable = exc.retryable if isinstance(exc, TransportError) else True
-            raise StartRefused(
-                ErrorEvent(
-                    code=ErrorCode.UPSTREAM_UNAVAILABLE,
-                    message=f"cannot open the {setup.provider} upstream: {message}",
-                    retryable=retryable,
-                    fatal=True,
-                    event_id=event_id,
-                ),
-                ended=SessionEnded(reason=EndReason.UPSTREAM_FAILED, detail=message),
-            ) from None
-        await self._refuse_unsupported_mode(transport, setup, event_id)
-        budgets: dict[Literal["voice", "text"], ModeBudget] = {
-            "voice": self.settings.budget("voice"),
-            "text": self.settings.budget("text"),
-        }
-        runner = ToolRunner(
-            self.registry,
-            data_dir=self.settings.data_dir,
+        session = await open_session(
+            session_id,
+            setup,
+            user,
+            event_id,
+            settings=self.settings,
+            registry=self.registry,
+            transports=self.transports,
+            metrics=self.metrics,
             audit=self.audit,
             clock=self.clock,
             cache=self.cache,
-            budgets=budgets,
-            observer=self.metrics,
+            store=self.store,
+            node_id=self.node_id,
+            epoch=epoch,
+            on_boundary=self._boundary if self.store.shared else None,
+            on_lost=self._lost,
         )
-        session = Session(
-            session_id=session_id,
-            user=user,
-            setup=setup,
-            registry=self.registry,
-            transport=transport,
-            runner=runner,
-            budgets=budgets,
-            clock=self.clock,
-            metrics=self.metrics,
-            confirmation_ttl_s=self.settings.confirmation_ttl_s,
-            client_events_per_s=self.settings.client_events_per_s,
-            client_events_burst=self.settings.client_events_burst,
-        )
-        session.upstream_ready()
         session.attach(outbound)
         self.sessions[session_id] = session
         self.metrics.active_sessions.inc()
@@ -251,10 +186,39 @@ class SessionManager:
         )
         return session
 
-    def _announce(self, session: Session, *, resumed: bool) -> None:
-        """Send ``session.started`` with a fresh resume token (an older one stops working)."""
+    async def announce(
+        self,
+        session: Session,
+        *,
+        resumed: bool,
+        recovery: Recovery | None = None,
+        register: bool = False,
+    ) -> None:
+        """Send ``session.started`` with a fresh resume token (an older one stops working once
+        the store has the new one's hash). ``register``: a new session's first record."""
         token = secrets.token_urlsafe(24)
-        session.resume_token_hash = hash_token(token)
+        token_hash = hash_token(token)
+        ttl_s = self.live_ttl_s()
+        if register:
+            record = SessionRecord(
+                session_id=session.session_id,
+                user_id=session.user.user_id,
+                tenant=session.user.tenant,
+                token_hash=token_hash,
+                owner=self.node_id,
+                epoch=session.ownership.epoch,
+                state="live",
+                snapshot=session.snapshot(),
+                saved_at=self.clock.now().timestamp(),
+            )
+            await self.store.register(record, ttl_s)
+        else:
+            try:
+                await session.ownership.save(session.snapshot(), token_hash=token_hash, ttl_s=ttl_s)
+            except Fenced:
+                session.lost()
+                return
+        session.resume_token_hash = token_hash
         visible = self.registry.visible_to(session.user.roles, session.profile.enabled)
         session.emit(
             SessionStarted(
@@ -281,124 +245,97 @@ class SessionManager:
                     max_duration_s=self.settings.max_duration_s,
                     idle_timeout_s=self.settings.idle_timeout_s,
                 ),
+                recovery=recovery,
             )
         )
 
-    # -- resume ----------------------------------------------------------------------------------
+    def live_ttl_s(self) -> float:
+        """A live record outlives the longest session by the resume window (for a crash)."""
+        return self.settings.max_duration_s + self.settings.resume_window_s
+
+    # -- resume (gateway.session.resume) ---------------------------------------------------------
 
     async def resume(self, start: SessionStart, user: SessionUser, outbound: Outbound) -> Session:
-        """Reattach a session; raises ``StartRefused`` (``resume_failed``).
-
-        A parked session is claimed from the store. A session still attached to a socket that
-        looks alive (a half-open connection after a network switch) is taken over when the
-        current token matches: the old socket is let go.
-        """
-        assert start.resume is not None
         self._refuse_while_draining(start)
-        session_id = start.resume.session_id
-        token_hash = hash_token(start.resume.resume_token)
-        session = self._take_over(session_id, token_hash, user)
-        if session is None:
-            record = await self.store.claim(session_id, token_hash, user.user_id, user.tenant)
-            if record is not None:
-                session = await self._reattach(record, user, outbound, start.event_id)
-        if session is None:
-            raise StartRefused(
-                ErrorEvent(
-                    code=ErrorCode.RESUME_FAILED,
-                    message="no resumable session with that id and token (it may have "
-                    "expired); send session.start without resume to begin a new one",
-                    event_id=start.event_id,
-                )
-            )
-        # The new token's roles apply from now on (its tenant is the session's: checked above).
-        session.user = user
-        session.attach(outbound)
-        self.metrics.resumes.inc()
-        self._announce(session, resumed=True)
-        return session
-
-    def _take_over(self, session_id: str, token_hash: str, user: SessionUser) -> Session | None:
-        session = self.sessions.get(session_id)
-        if (
-            session is None
-            or session_id in self._parked
-            or session.ended.is_set()
-            or session.user.user_id != user.user_id
-            or session.user.tenant != user.tenant
-            or not session.resume_token_hash
-            or not hmac.compare_digest(session.resume_token_hash, token_hash)
-        ):
-            return None
-        previous = session.outbound
-        session.detach()
-        if previous is not None:
-            previous.close()  # the old socket's handler stops and lets that socket go
-        return session
-
-    async def _reattach(
-        self, record: ResumeRecord, user: SessionUser, outbound: Outbound, event_id: str | None
-    ) -> Session | None:
-        session_id = record.session_id
-        holder = self._parked.get(session_id)
-        local = self.sessions.get(session_id)
-        if holder is not None and local is not None:
-            if local.ended.is_set() or local.resume_token_hash != record.token_hash:
-                return None  # ended meanwhile, or a stale record; the holder cleans up
-            del self._parked[session_id]
-            holder.cancel()
-            return local
-        if local is not None:
-            return None  # this node still runs it attached elsewhere: not ours to duplicate
-        # Parked by another node (shared store): reopen the upstream from the snapshot.
-        try:
-            return await self._open(session_id, record.snapshot, user, outbound, event_id)
-        except StartRefused:
-            await self.store.park(record, self.settings.resume_window_s)  # keep it resumable
-            raise
+        return await self.resumes.resume(start, user, outbound)
 
     def park(self, session: Session) -> None:
-        """The client's socket dropped: keep the session for the resume window, then end it."""
-        session.detach()
-        record = ResumeRecord(
-            session_id=session.session_id,
-            user_id=session.user.user_id,
-            token_hash=session.resume_token_hash,
-            snapshot=session.snapshot(),
-            tenant=session.user.tenant,
-        )
-        self._parked[session.session_id] = asyncio.create_task(self._hold(session, record))
+        self.resumes.park(session)
 
-    async def _hold(self, session: Session, record: ResumeRecord) -> None:
-        window = self.settings.resume_window_s
-        resumed = False
+    # -- snapshots and ownership -----------------------------------------------------------------
+
+    def _boundary(self, session: Session) -> None:
+        """A turn began or ended: a snapshot for the store, one write in flight per session
+        (a boundary during a write asks for one more after it)."""
+        session_id = session.session_id
+        if session_id in self._saving:
+            self._save_again.add(session_id)
+            return
+        self._saving[session_id] = asyncio.create_task(self._save(session))
+
+    async def _save(self, session: Session) -> None:
         try:
-            await self.store.park(record, window)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(session.ended.wait(), timeout=window)
-            if not session.ended.is_set():
-                await session.end(EndReason.CLIENT, "the client did not come back in time")
-        except asyncio.CancelledError:
-            resumed = not session.ended.is_set()
-            if not resumed:
-                raise
-        except Exception:
-            _log.exception("parked_session_failed", session_id=session.session_id)
-            await session.end(EndReason.ERROR, "internal error while parked")
+            while not session.ended.is_set():
+                self._save_again.discard(session.session_id)
+                try:
+                    await session.ownership.save(session.snapshot(), ttl_s=self.live_ttl_s())
+                except Fenced:
+                    session.lost()
+                    return
+                if session.session_id not in self._save_again:
+                    return
         finally:
-            if not resumed:
-                if self._parked.get(session.session_id) is asyncio.current_task():
-                    del self._parked[session.session_id]
-                # Only our own record: another node may have resumed and parked it since.
-                with contextlib.suppress(Exception):
-                    await self.store.drop(session.session_id, record.token_hash)
-                await self.forget(session)
+            self._saving.pop(session.session_id, None)
+
+    def _lost(self, session: Session) -> None:
+        """Another node owns it now: let our copy go, quietly."""
+        self._in_background(self.release_local(session))
+
+    def _in_background(self, work: Any) -> None:
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def release_local(self, session: Session) -> None:
+        """Stop our copy of a session that goes on elsewhere: its socket closes (1012), its
+        upstream closes, calls still running finish into the ledger."""
+        previous = session.outbound
+        await session.hand_off()
+        if previous is not None:
+            previous.close()
+        await self.forget(session)
+
+    async def verify_ownership(self) -> None:
+        """After a pause longer than a lease: every session another node took meanwhile is let
+        go before it can do anything (its writes are fenced anyway)."""
+        for session in list(self.sessions.values()):
+            try:
+                owner = await self.store.owner(session.session_id)
+            except StoreUnavailable:
+                return
+            if owner is not None and owner != (self.node_id, session.ownership.epoch):
+                session.lost()
+
+    def on_message(self, message: Mapping[str, Any]) -> None:
+        """What another node says (the bus): a release request, a release done, a call of a
+        session of ours finished there."""
+        kind, session_id = message.get("type"), str(message.get("session_id", ""))
+        reply_to = message.get("reply_to")
+        if kind in ("release", "moved") and isinstance(reply_to, str):
+            # "release": it is live here and asked for; "moved": claimed from parked.
+            self._in_background(self.resumes.let_go(session_id, reply_to, save=kind == "release"))
+        elif kind == "released":
+            self.resumes.released(session_id)
+        elif kind == "ledger":
+            session = self.sessions.get(session_id)
+            if session is not None:
+                session.ownership.call_finished_elsewhere(str(message.get("call_id", "")))
 
     # -- end -------------------------------------------------------------------------------------
 
     async def forget(self, session: Session) -> None:
-        """The session has ended: unregister it (this object only) and stop its loops once its
-        upstream has closed."""
+        """The session has ended (or gone to another node): unregister it (this object only)
+        and stop its loops once its upstream has closed; an ended session's record goes."""
         if self.sessions.get(session.session_id) is not session:
             return
         del self.sessions[session.session_id]
@@ -410,6 +347,20 @@ class SessionManager:
         for task in self._loops.pop(session.session_id, ()):
             if task is not current and not task.done():
                 task.cancel()
+        if session.ownership.handed_off:
+            if session.tools.running():
+                self._finishing.add(session)
+                self._in_background(self._finish(session))
+            return
+        await self.release_slot(session.user, session.session_id)
+        with contextlib.suppress(StoreUnavailable):
+            await self.store.end(session.session_id, session.ownership.epoch)
+
+    async def _finish(self, session: Session) -> None:
+        try:
+            await session.tools.wait_running()
+        finally:
+            self._finishing.discard(session)
 
     async def _timers(self, session: Session) -> None:
         while not session.ended.is_set():
@@ -437,28 +388,32 @@ class SessionManager:
             )
 
     async def drain(self) -> None:
-        """Refuse new sessions; after the grace period (sooner if every attached session is
-        gone) end the rest with reason ``shutdown``, all at once, and wait for their sockets."""
+        """SIGTERM. With a shared store, sessions move to other nodes (``Resumes.move_all``); else
+        after the grace period (sooner if every attached session is gone) the rest end with
+        reason ``shutdown``, all at once."""
         self.draining = True
         grace = min(self.settings.drain_grace_s, 10)
-        deadline = asyncio.get_running_loop().time() + grace
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        if self.store.shared:
+            await self.resumes.move_all(deadline)
         # Parked sessions cannot come back while draining: no reason to wait for them.
         while any(s.outbound is not None for s in self.sessions.values()):
             self._none_left.clear()
-            remaining = deadline - asyncio.get_running_loop().time()
+            remaining = deadline - loop.time()
             if remaining <= 0:
                 break
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._none_left.wait(), min(remaining, TIMER_TICK_S))
-        ending = [
-            session.end(EndReason.SHUTDOWN, "the gateway is shutting down")
-            for session in list(self.sessions.values())
-        ]
-        await asyncio.gather(*ending, return_exceptions=True)
+        await self.end_all()
         if self.sessions:
             self._none_left.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._none_left.wait(), 3)
+        if self._finishing:  # calls running here for sessions now elsewhere: into the ledger
+            running = [s.tools.wait_running() for s in list(self._finishing)]
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*running), max(deadline - loop.time(), 1))
 
     async def end_all(self) -> None:
         """The application is being torn down: end every session left (parked ones too) at
@@ -469,9 +424,3 @@ class SessionManager:
             for session in list(self.sessions.values())
         ]
         await asyncio.gather(*ending, return_exceptions=True)
-
-
-def _spec(registry: Registry, name: str) -> ToolSpec:
-    spec = registry.get(name)
-    assert spec is not None
-    return spec

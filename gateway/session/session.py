@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -41,6 +41,7 @@ from gateway.protocol import (
 from gateway.registry import Registry
 from gateway.session.client_events import ClientEvents
 from gateway.session.outbound import Outbound
+from gateway.session.ownership import Ownership
 from gateway.session.ratelimit import TokenBucket
 from gateway.session.snapshot import Conversation, Profile, restore, snapshot
 from gateway.session.states import SessionState, transition
@@ -81,10 +82,15 @@ class Session:
         clock: Clock,
         metrics: Metrics,
         confirmation_ttl_s: float,
+        ownership: Ownership,
         client_events_per_s: float = 20.0,
         client_events_burst: int = 60,
+        on_boundary: Callable[[Session], None] | None = None,
+        on_lost: Callable[[Session], None] | None = None,
     ) -> None:
-        """``setup`` is a fresh snapshot for a new session, or a stored one being resumed."""
+        """``setup`` is a fresh snapshot for a new session, or a stored one being resumed.
+        ``on_boundary``: a turn began or ended (a snapshot is due); ``on_lost``: another node
+        owns the session now."""
         self.session_id = session_id
         self.user = user
         self.registry = registry
@@ -104,7 +110,14 @@ class Session:
         self.started_at = clock.monotonic()
         self._closing: asyncio.Task[None] | None = None
         self._log = _log.bind(session_id=session_id, user_id=user.user_id)
-        wiring = ToolWiring(self, registry, runner, clock, metrics, transport, self.conversation)
+        self.ownership = ownership
+        # A phone call's media stream cannot move to another node (a drain lets it finish).
+        self.movable = True
+        self._on_boundary = on_boundary
+        self._on_lost = on_lost
+        wiring = ToolWiring(
+            self, registry, runner, clock, metrics, transport, self.conversation, ownership
+        )
         self.tools = ToolFlow(wiring)
         self.upstream = UpstreamEvents(
             self,
@@ -233,6 +246,24 @@ class Session:
     async def start_user_turn(self, text: str) -> None:
         await self.client.start_user_turn(text)
 
+    def boundary(self) -> None:
+        """A user turn began, or a response ended: the state worth a snapshot changed."""
+        if self._on_boundary is not None and not self.ended.is_set():
+            self._on_boundary(self)
+
+    def at_turn_boundary(self) -> bool:
+        """No reply is streaming to the client: the session may move now."""
+        return self.upstream.cursor.current is None
+
+    def lost(self) -> None:
+        """Another node owns this session now (``Fenced``): stop here, telling nobody."""
+        if self.ownership.handed_off:
+            return
+        self.ownership.handed_off = True
+        self._log.info("session_lost", epoch=self.ownership.epoch)
+        if self._on_lost is not None:
+            self._on_lost(self)
+
     def apply_intents(self, intents: Sequence[Intent]) -> None:
         self.conversation.intents.apply(
             intents,
@@ -257,12 +288,28 @@ class Session:
         self._closing = asyncio.create_task(self._close_upstream(reason))
         await asyncio.shield(self._closing)
 
-    async def _close_upstream(self, reason: EndReason) -> None:
+    async def hand_off(self) -> None:
+        """The session goes on elsewhere (drained, or taken over): nothing more reaches the
+        client or the model from here. Calls still running finish into the ledger, where the
+        new owner finds their results; the upstream is closed."""
+        self.ownership.handed_off = True
+        if self.ended.is_set():
+            return
+        self.state = transition(self.state, "end")
+        self.ended.set()  # readers and timers stop; emit drops everything
+        self.outbound = None
+        self._closing = asyncio.create_task(self._close_upstream(None))
+        await asyncio.shield(self._closing)
+
+    async def _close_upstream(self, reason: EndReason | None) -> None:
         try:
             await asyncio.wait_for(self.transport.close(), UPSTREAM_CLOSE_TIMEOUT_S)
         except Exception:
             self._log.warning("upstream_close_failed")
-        self._log.info("session_ended", reason=reason.value)
+        if reason is None:
+            self._log.info("session_handed_off", epoch=self.ownership.epoch)
+        else:
+            self._log.info("session_ended", reason=reason.value)
 
     async def closed(self) -> None:
         """Wait until an ended session's upstream is closed."""

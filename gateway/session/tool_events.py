@@ -12,6 +12,7 @@ from gateway.observability import Metrics
 from gateway.orchestrator import CallPolicy, redacted
 from gateway.protocol import ServerEvent, ToolErrorInfo, ToolFinished, ToolStarted
 from gateway.registry import Registry
+from gateway.session.ownership import Ownership
 from gateway.session.snapshot import Conversation
 from gateway.toolrun import Caller, CallOutcome, ToolCall, ToolRunner
 from tools._core import Intent
@@ -31,6 +32,10 @@ class ToolHost(Protocol):
 
     def apply_intents(self, intents: Sequence[Intent]) -> None: ...
 
+    def lost(self) -> None:
+        """Another node owns the session now (``Fenced``): do nothing more for it here."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class ToolWiring:
@@ -41,6 +46,7 @@ class ToolWiring:
     metrics: Metrics
     transport: Transport
     conversation: Conversation
+    ownership: Ownership
 
 
 def tool_started_event(

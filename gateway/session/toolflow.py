@@ -22,6 +22,7 @@ from gateway.orchestrator import CallPolicy, Execute, PendingConfirmation, Refus
 from gateway.protocol import ConfirmationOutcome
 from gateway.session.approvals import Approvals
 from gateway.session.tool_events import ToolWiring, tool_finished_event, tool_started_event
+from gateway.store import Fenced, LedgerEntry
 from gateway.toolrun import AuditDecision, CallOutcome, ToolCall
 from tools._core import ToolErrorType, ToolResponse
 from transports.base import ToolResult
@@ -35,6 +36,8 @@ _log = structlog.get_logger("session.tools")
 # starts anyway (its order is then the provider's).
 HELD_RESPONSE_WAIT_S = 6.0
 _GATEWAY_FAILED = "The gateway failed while handling this call; retry later."
+# How long a confirmation's key in the store outlives the confirmation.
+CONFIRMATION_KEY_MARGIN_S = 300.0
 
 Finish = Callable[[ResponseDone], Awaitable[None]]
 
@@ -57,7 +60,7 @@ class ToolFlow:
         self._batches: dict[str, set[asyncio.Task[None]]] = {}
         # Response ends held back until that response's batches have reported to the client.
         self._held: dict[str, tuple[ResponseDone, Finish]] = {}
-        self.approvals = Approvals(wiring, self.track)
+        self.approvals = Approvals(wiring, self.track, self.result_from_ledger)
 
     # -- the session's books ---------------------------------------------------------------------
 
@@ -127,11 +130,47 @@ class ToolFlow:
     async def expire_due(self, now: datetime | None = None) -> None:
         await self.approvals.expire_due(now)
 
+    def running(self) -> bool:
+        return any(not task.done() for task in self._tasks)
+
+    async def wait_running(self) -> None:
+        """Until the tool work running now has finished (a handed-off session's calls)."""
+        running = [task for task in self._tasks if not task.done()]
+        if running:
+            await asyncio.wait(running)
+
+    def adopt_open_calls(self) -> None:
+        """The session came from another node: each call its ledger holds open reaches the
+        model once (its result, or a failure when its node died while it ran), and the
+        client gets its ``tool.finished``."""
+        self.track(self._adopt())
+
+    async def _adopt(self) -> None:
+        w = self._w
+        for entry in await w.ownership.open_calls():
+            self.track(self._adopt_one(entry))
+
+    async def _adopt_one(self, entry: LedgerEntry) -> None:
+        w = self._w
+        call = ToolCall(entry.call_id, entry.tool_id, None)
+        try:
+            outcome = await self.result_from_ledger(call, entry)
+            w.host.emit(tool_finished_event(outcome))
+            if outcome.ok and outcome.response.intents:
+                w.host.apply_intents(outcome.response.intents)
+            if await w.ownership.deliver([call.call_id]):
+                await w.transport.send_late_result(
+                    ToolResult(call.call_id, call.tool_id, outcome.envelope)
+                )
+        except Fenced:
+            w.host.lost()
+
     # -- one batch -------------------------------------------------------------------------------
 
     async def handle_batch(self, event: ToolCallsRequested) -> None:
         """Decide, run and answer one batch. Whatever fails, every call gets its
-        ``tool.started``, ``tool.finished``, audit line and one result for the model."""
+        ``tool.started``, ``tool.finished``, audit line and one result for the model; unless
+        another node took the session over (``Fenced``): then nothing more is done here."""
         calls = [
             ToolCall(c.call_id or f"call_{uuid.uuid4().hex}", c.name, c.arguments)
             for c in event.calls
@@ -139,6 +178,9 @@ class ToolFlow:
         progress = _BatchProgress()
         try:
             await self._handle(calls, progress)
+        except Fenced:
+            _log.info("tool_batch_fenced", session_id=self._w.ownership.session_id)
+            self._w.host.lost()
         except Exception:
             _log.exception("tool_batch_failed")
             await self._fail_rest(calls, progress)
@@ -158,7 +200,7 @@ class ToolFlow:
             if w.runner.seen(call.call_id):
                 progress.skipped.add(call.call_id)
                 continue  # duplicate delivery: it was (or is being) answered once already
-            decision = self._decide(call, policy, now)
+            decision = await self._confirmed_once(self._decide(call, policy, now))
             self._started(call, decision.args, progress)
             if isinstance(decision, Execute):
                 executions.append(decision)
@@ -181,30 +223,70 @@ class ToolFlow:
             w.host.emit(tool_finished_event(outcome))
             if decision.opened is not None:
                 opened.append(decision.opened)
+        for pending in opened:
+            # The owner closes it at expiry (the book decides); the key only outlives that.
+            ttl_s = (pending.expires_at - now).total_seconds() + CONFIRMATION_KEY_MARGIN_S
+            await w.ownership.open_confirmation(pending.confirmation_id, ttl_s)
+        executed = [e.call.call_id for e in executions]
         if executions:
             await self._execute(executions, outcomes)
         for pending in opened:
             self.approvals.requested(pending)
+        allowed = await w.ownership.deliver(executed)  # each result reaches the model once
+        if w.ownership.handed_off:
+            return  # the new owner delivers what ran here (it is in the ledger)
         results = [
             ToolResult(call.call_id, call.tool_id, outcomes[call.call_id].envelope)
             for call in calls
-            if call.call_id in outcomes and not outcomes[call.call_id].cancelled
+            if call.call_id in outcomes
+            and not outcomes[call.call_id].cancelled
+            and (call.call_id in allowed or call.call_id not in executed)
         ]
         if results:
             await w.transport.send_tool_results(results)
 
+    async def _confirmed_once(self, decision: Execute | Refuse) -> Execute | Refuse:
+        """A spoken yes runs the call only if this node closes the confirmation in the store
+        (another node may have closed it: approved, rejected or expired there)."""
+        if not isinstance(decision, Execute) or decision.confirmation is None:
+            return decision
+        confirmation_id = decision.confirmation.confirmation_id
+        if await self._w.ownership.take_confirmation(confirmation_id):
+            return decision
+        return Refuse(
+            decision.call,
+            ToolErrorType.VALIDATION,
+            f"confirmation_not_found: '{confirmation_id}' was answered already",
+            "confirmation_not_found",
+            decision.args,
+        )
+
     async def _execute(self, executions: list[Execute], outcomes: dict[str, CallOutcome]) -> None:
+        """Run what the ledger says has not run (anywhere); take the results of the others from
+        it; record every result in it."""
         w = self._w
+        known = await w.ownership.start_calls(
+            [(e.call.call_id, e.call.tool_id) for e in executions]
+        )
+        fresh = [e for e in executions if known.get(e.call.call_id) is None]
         ran = await w.runner.run_batch(
-            [e.call for e in executions],
+            [e.call for e in fresh],
             w.host.caller(),
             decisions=[
                 AuditDecision.EXECUTED if e.confirmation is None else AuditDecision.CONFIRMED
-                for e in executions
+                for e in fresh
             ],
         )
-        for execution, outcome in zip(executions, ran, strict=True):
-            outcomes[execution.call.call_id] = outcome
+        await w.ownership.finish_calls((o.call.call_id, o.envelope) for o in ran)
+        by_id = {o.call.call_id: o for o in ran}
+        for execution in executions:
+            call_id = execution.call.call_id
+            entry = known.get(call_id)
+            outcome = by_id.get(call_id)
+            if outcome is None and entry is not None:
+                outcome = await self.result_from_ledger(execution.call, entry)
+            assert outcome is not None
+            outcomes[call_id] = outcome
             # A call the provider cancelled still closes for the client (its spinner stops);
             # the provider gets no result for it.
             w.host.emit(tool_finished_event(outcome))
@@ -213,9 +295,32 @@ class ToolFlow:
             if outcome.ok and outcome.response.intents:
                 w.host.apply_intents(outcome.response.intents)
             if execution.confirmation is not None:
-                self.approvals.resolved(
-                    execution.confirmation, ConfirmationOutcome.APPROVED, outcome
-                )
+                approved = ConfirmationOutcome.APPROVED
+                self.approvals.resolved(execution.confirmation, approved, outcome)
+
+    async def result_from_ledger(self, call: ToolCall, entry: LedgerEntry) -> CallOutcome:
+        """The outcome of a call started before (on this node or another): its result once it
+        finishes; if its node stopped first, a failure whose side effects are unknown (it is
+        never run again)."""
+        w = self._w
+        caller = w.host.caller()
+        if entry.envelope is None and await w.ownership.store.node_alive(entry.node):
+            spec = w.registry.get(call.tool_id)
+            deadline = (w.runner.hard_timeout_ms(spec, caller.mode) / 1000 if spec else 5.0) + 5.0
+            finished = await w.ownership.wait_finished(call.call_id, deadline)
+            if finished is not None:
+                entry = finished
+        if entry.envelope is not None:
+            return w.runner.from_ledger(call, caller, entry.envelope)
+        lost = ToolResponse.failure(
+            ToolErrorType.INTERNAL,
+            "the gateway node running this call stopped before it finished; it may or may not "
+            "have had its effect: check before calling it again",
+            partial_side_effects=None,
+        )
+        envelope = lost.to_envelope({"toolId": call.tool_id, "callId": call.call_id})
+        await w.ownership.finish_calls([(call.call_id, envelope)])
+        return w.runner.from_ledger(call, caller, envelope, AuditDecision.LOST)
 
     def _decide(self, call: ToolCall, policy: CallPolicy, now: datetime) -> Execute | Refuse:
         conversation = self._w.conversation

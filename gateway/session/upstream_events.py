@@ -59,6 +59,8 @@ class ResponseHost(Protocol):
 
     async def start_user_turn(self, text: str) -> None: ...
 
+    def boundary(self) -> None: ...
+
 
 class UpstreamEvents:
     def __init__(
@@ -199,6 +201,7 @@ class UpstreamEvents:
         self._conversation.turn.heard(event.text)
         if event.text:
             self._conversation.history.append(ConversationItem("user", event.text))
+            self._host.boundary()
 
     async def _speech_started(self, _: up.SpeechStarted) -> None:
         barge = self.cursor.barge_in(
@@ -245,6 +248,8 @@ class UpstreamEvents:
         )
         if intents.response_ended():
             await host.end(EndReason.INTENT)
+            return
+        host.boundary()
 
     # -- tools and the upstream's health -----------------------------------------------------------
 

@@ -1,11 +1,36 @@
-"""Where a dropped client's session waits for a resume: a narrow async interface.
+"""What gateway nodes share (``base``): sessions and their owners, confirmations, the tool-call
+ledger, limits, single-use keys and a bus. ``MemoryStore`` is the embedded default (one
+process); ``gateway.store.redis.RedisStore`` is shared by every node of a cluster
+(``GATEWAY_REDIS_URL``), imported only when configured."""
 
-``MemoryStore`` is the embedded default (one process). A shared implementation (Redis) lets a
-client resume on another gateway node; it only has to keep ``ResumeRecord`` values, which are
-plain data.
-"""
-
-from gateway.store.base import ResumeRecord, SessionSnapshot, SessionStore, hash_token
+from gateway.store.base import (
+    TOMBSTONE_S,
+    Claim,
+    ClaimOutcome,
+    Fenced,
+    LedgerEntry,
+    LedgerState,
+    RecordMissing,
+    SessionRecord,
+    SessionSnapshot,
+    SessionStore,
+    StoreUnavailable,
+    hash_token,
+)
 from gateway.store.memory import MemoryStore
 
-__all__ = ["MemoryStore", "ResumeRecord", "SessionSnapshot", "SessionStore", "hash_token"]
+__all__ = [
+    "TOMBSTONE_S",
+    "Claim",
+    "ClaimOutcome",
+    "Fenced",
+    "LedgerEntry",
+    "LedgerState",
+    "MemoryStore",
+    "RecordMissing",
+    "SessionRecord",
+    "SessionSnapshot",
+    "SessionStore",
+    "StoreUnavailable",
+    "hash_token",
+]

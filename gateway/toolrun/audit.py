@@ -36,6 +36,10 @@ class AuditDecision(StrEnum):
     REJECTED = "rejected"
     EXPIRED = "expired"
     CANCELLED = "cancelled"
+    # Run on another node (the session moved while it ran); its result is delivered here.
+    ADOPTED = "adopted"
+    # Its node stopped while it ran: reported failed, side effects unknown; never run again.
+    LOST = "lost"
 
 
 @dataclass(frozen=True, slots=True)

@@ -161,6 +161,31 @@ class ToolRunner:
             self._remember(call.call_id, done)
         return outcome
 
+    def from_ledger(
+        self,
+        call: ToolCall,
+        caller: Caller,
+        envelope: Mapping[str, Any],
+        decision: AuditDecision = AuditDecision.ADOPTED,
+    ) -> CallOutcome:
+        """A call that ran elsewhere (the ledger holds its envelope): shaped, audited and
+        remembered here like one that ran here, without running it."""
+        try:
+            response = _normalize(dict(envelope))
+        except EnvelopeError:
+            response = ToolResponse.failure(
+                ToolErrorType.INTERNAL, "the tool returned an invalid result"
+            )
+        meta = envelope.get("meta")
+        duration = meta.get("durationMs", 0.0) if isinstance(meta, Mapping) else 0.0
+        duration_ms = float(duration) if isinstance(duration, int | float) else 0.0
+        outcome = self._finish(call, caller, response, None, duration_ms, decision)
+        if call.call_id not in self._calls:
+            done: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
+            done.set_result(outcome)
+            self._remember(call.call_id, done)
+        return outcome
+
     def forget(self, call_id: str) -> None:
         """Let a call id run again: a confirmation approved by the client runs the original call."""
         future = self._calls.get(call_id)

@@ -132,7 +132,7 @@ async def test_resume_keeps_confirmation_and_history_and_rotates_the_token(
         await first_client.send("text.send", text=CALENDAR)
         requested = first(await first_client.until_reply(), "confirmation.requested")
         await drop(first_client)
-    await eventually(lambda: len(store) == 1)
+    await eventually(lambda: store.parked() == 1)
     assert session_id in gateway.manager.sessions  # parked, not ended
     assert gateway.metric("gateway_active_sessions") == 1
 
@@ -168,7 +168,7 @@ async def test_resume_keeps_confirmation_and_history_and_rotates_the_token(
         assert ("assistant", "You said: hello") in history
         assert gateway.metric("gateway_session_resumes_total") == 1
         await drop(client)
-    await eventually(lambda: len(store) == 1)
+    await eventually(lambda: store.parked() == 1)
 
     # The first token was replaced by the second: it no longer resumes anything.
     async with gateway.connect() as client:
@@ -205,7 +205,7 @@ async def test_spent_budget_survives_a_resume_within_the_turn(
         requested = first(events, "confirmation.requested")
         assert events[-1]["text"] == "Shall I book it?"
         await drop(client)
-    await eventually(lambda: len(store) == 1)
+    await eventually(lambda: store.parked() == 1)
     async with gateway.connect() as client:
         started = await resume(client, session_id, resume_token)
         assert started["resumed"] is True
@@ -236,7 +236,7 @@ async def test_wrong_token_or_other_user_cannot_resume(gateway_factory: GatewayF
             reply = await second.say("mine")
             assert reply[-1]["text"] == "You said: mine"
             await drop(second)
-    await eventually(lambda: len(store) == 1)
+    await eventually(lambda: store.parked() == 1)
 
     async with gateway.connect(sub="alice") as client:
         assert_resume_failed(await resume(client, session_id, resume_token + "x"))
@@ -269,7 +269,7 @@ async def test_session_ends_when_the_resume_window_passes(
         await client.until_reply()
         await drop(client)
     await eventually(lambda: session_id not in gateway.manager.sessions)
-    assert len(store) == 0
+    assert store.parked() == 0
     assert gateway.metric("gateway_active_sessions") == 0
     async with gateway.connect() as client:
         assert_resume_failed(await resume(client, session_id, resume_token))
@@ -288,7 +288,7 @@ async def test_audio_produced_while_away_is_dropped(gateway_factory: GatewayFact
         await client.send("text.send", text="/slow 300 spoken while you were away")
         await drop(client)
     session = gateway.manager.sessions[session_id]
-    await eventually(lambda: len(store) == 1)
+    await eventually(lambda: store.parked() == 1)
     # The answer is produced (and spoken) while no client is attached.
     spoken = ("assistant", "spoken while you were away")
     await eventually(lambda: spoken in session.transport.history)  # type: ignore[attr-defined]
@@ -327,7 +327,7 @@ async def test_resume_on_another_gateway(gateway_factory: GatewayFactory, tmp_pa
         events = await client.say("book the dentist")
         requested = first(events, "confirmation.requested")
         await drop(client)
-    await eventually(lambda: len(store) == 1)
+    await eventually(lambda: store.parked() == 1)
 
     async with gateway_b.connect() as client:
         started = await resume(client, session_id, resume_token)
@@ -359,7 +359,7 @@ async def test_cross_node_resume_token_is_single_use(
         session_id = client.started["session_id"]
         resume_token = client.started["resume_token"]
         await drop(client)
-    await eventually(lambda: len(store) == 1)
+    await eventually(lambda: store.parked() == 1)
     async with gateway_b.connect() as client:
         assert (await resume(client, session_id, resume_token))["resumed"] is True
         # The same token on A (which still holds its parked copy) resumes nothing.
@@ -378,18 +378,18 @@ async def test_first_node_window_does_not_cancel_a_later_park_elsewhere(
         session_id = client.started["session_id"]
         resume_token = client.started["resume_token"]
         await drop(client)
-    await eventually(lambda: len(store) == 1)
+    await eventually(lambda: store.parked() == 1)
     async with gateway_b.connect() as client:
         started = await resume(client, session_id, resume_token)
         assert started["resumed"] is True
         resume_token = started["resume_token"]
         await asyncio.sleep(0.5)  # deliberately later than A's park
         await drop(client)
-    await eventually(lambda: len(store) == 1)
+    await eventually(lambda: store.parked() == 1)
     # A's window (from its own park) passes before B's (from the later park) does.
     await eventually(lambda: session_id not in gateway_a.manager.sessions)
     assert session_id in gateway_b.manager.sessions
-    assert len(store) == 1  # the record B parked
+    assert store.parked() == 1  # the record B parked
     async with gateway_b.connect() as client:
         started = await resume(client, session_id, resume_token)
         assert started["type"] == "session.started", started

@@ -151,7 +151,7 @@ async def test_a_resume_keeps_the_sessions_tenant(gateway_factory: GatewayFactor
     started = await client.start("text")
     await drop(client)
     session_id = started["session_id"]
-    await eventually(lambda: len(store) == 1)
+    await eventually(lambda: store.parked() == 1)
     for tenant in ("t2", None):
         claims = {} if tenant is None else {"tenant": tenant}
         ws = await gateway.http.ws_connect(
@@ -182,7 +182,7 @@ async def test_an_approval_after_the_roles_dropped_is_refused(
         requested = await client.last("confirmation.requested")
         await drop(client)
     session_id = started["session_id"]
-    await eventually(lambda: len(store) == 1)
+    await eventually(lambda: store.parked() == 1)
     async with gateway.connect(roles=[]) as client:
         assert (await resume(client, session_id, started["resume_token"]))["resumed"] is True
         await client.send(

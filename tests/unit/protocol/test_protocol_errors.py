@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
 
 import pytest
 
@@ -28,8 +29,14 @@ SPEC_ERROR_CODES = {
 }
 
 
+# Extensions documented in docs/protocol.md (section 10).
+EXTENSION_ERROR_CODES = {"store_unavailable"}
+
+
 def test_error_codes_are_exactly_the_documented_ones() -> None:
-    assert {code.value for code in ErrorCode} == SPEC_ERROR_CODES
+    assert {code.value for code in ErrorCode} == SPEC_ERROR_CODES | EXTENSION_ERROR_CODES
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "protocol.md").read_text()
+    assert all(f"`{code}`" in docs for code in EXTENSION_ERROR_CODES)
 
 
 def test_error_codes_compare_equal_to_their_wire_strings() -> None:

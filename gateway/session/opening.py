@@ -1,0 +1,216 @@
+"""Opening a session: what ``session.start`` asks for (checked), and a ``Session`` on a connected
+upstream, wired with its runner and its standing in the store. Raises ``StartRefused``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Literal
+
+from gateway.clock import Clock
+from gateway.config import Settings
+from gateway.observability import Metrics
+from gateway.protocol import EndReason, ErrorCode, ErrorEvent, SessionEnded, SessionStart
+from gateway.registry import Registry
+from gateway.session.ownership import Ownership
+from gateway.session.refusals import StartRefused
+from gateway.session.session import Session, SessionUser
+from gateway.store import SessionRecord, SessionSnapshot, SessionStore
+from gateway.toolrun import AuditSink, ModeBudget, ResultCache, ToolRunner
+from transports.base import ToolDeclaration, Transport, TransportError, UpstreamConfig
+
+__all__ = ["open_session", "session_setup"]
+
+TransportFactory = Callable[[str, Settings], Transport]
+
+
+def session_setup(
+    start: SessionStart, user: SessionUser, registry: Registry, settings: Settings
+) -> SessionSnapshot:
+    """A new session's setup from ``session.start``, its tools checked against the registry
+    and the user's roles."""
+    if start.tools is not None:
+        unknown = [name for name in start.tools if registry.get(name) is None]
+        if unknown:
+            raise StartRefused(
+                ErrorEvent(
+                    code=ErrorCode.INVALID_EVENT,
+                    message=f"tools: no tool named {', '.join(map(repr, unknown))}",
+                    event_id=start.event_id,
+                )
+            )
+        roles = frozenset(user.roles)
+        denied = [
+            name
+            for name in start.tools
+            if (spec := registry.get(name)) is not None and not spec.allowed_for(roles)
+        ]
+        if denied:
+            raise StartRefused(
+                ErrorEvent(
+                    code=ErrorCode.FORBIDDEN,
+                    message=f"tools: not allowed for this user: {', '.join(map(repr, denied))}",
+                    event_id=start.event_id,
+                )
+            )
+    return SessionSnapshot(
+        provider=start.provider.value if start.provider else settings.provider,
+        mode=start.mode.value,
+        input_rate=start.audio.input_rate,
+        output_rate=start.audio.output_rate,
+        enabled_tools=None if start.tools is None else tuple(start.tools),
+        instructions=start.instructions or settings.default_instructions,
+        model=start.model,
+        voice=start.voice,
+        locale=start.locale,
+        tool_dialect=None if start.tool_dialect is None else str(start.tool_dialect),
+    )
+
+
+async def _refuse_unsupported_mode(
+    transport: Transport, setup: SessionSnapshot, event_id: str | None
+) -> None:
+    modes = transport.capabilities.modes
+    if setup.mode in modes:
+        return
+    await transport.close()
+    raise StartRefused(
+        ErrorEvent(
+            code=ErrorCode.FORBIDDEN,
+            message=f"mode: the {setup.provider} provider does not support {setup.mode} "
+            f"sessions (it supports {', '.join(sorted(modes))})",
+            event_id=event_id,
+        )
+    )
+
+
+async def _connect(
+    setup: SessionSnapshot,
+    user: SessionUser,
+    session_id: str,
+    event_id: str | None,
+    settings: Settings,
+    registry: Registry,
+    transports: TransportFactory,
+) -> Transport:
+    enabled = None if setup.enabled_tools is None else list(setup.enabled_tools)
+    visible = registry.visible_to(user.roles, enabled)
+    transport: Transport | None = None
+    try:
+        transport = transports(setup.provider, settings)
+        # Checked before connecting (no upstream opened for nothing) and after (a transport
+        # may only know its capabilities once connected).
+        await _refuse_unsupported_mode(transport, setup, event_id)
+        config = UpstreamConfig(
+            mode="voice" if setup.mode == "voice" else "text",
+            instructions=registry.model_instructions(setup.instructions, user.roles, enabled),
+            tools=[ToolDeclaration(s.tool_id, s.description, s.provider_schemas) for s in visible],
+            client_input_rate=setup.input_rate,
+            client_output_rate=setup.output_rate,
+            model=setup.model,
+            voice=setup.voice,
+            locale=setup.locale,
+            session_id=session_id,
+            history=setup.history,
+            options={} if setup.tool_dialect is None else {"tool_dialect": setup.tool_dialect},
+        )
+        await asyncio.wait_for(
+            transport.connect(config), timeout=settings.upstream_connect_timeout_s + 5
+        )
+    except (TransportError, TimeoutError, OSError) as exc:
+        if transport is not None:
+            with contextlib.suppress(Exception):
+                await transport.close()
+        message = str(exc) or "the upstream did not answer"
+        retryable = exc.retryable if isinstance(exc, TransportError) else True
+        raise StartRefused(
+            ErrorEvent(
+                code=ErrorCode.UPSTREAM_UNAVAILABLE,
+                message=f"cannot open the {setup.provider} upstream: {message}",
+                retryable=retryable,
+                fatal=True,
+                event_id=event_id,
+            ),
+            ended=SessionEnded(reason=EndReason.UPSTREAM_FAILED, detail=message),
+        ) from None
+    await _refuse_unsupported_mode(transport, setup, event_id)
+    return transport
+
+
+async def open_session(
+    session_id: str,
+    setup: SessionSnapshot,
+    user: SessionUser,
+    event_id: str | None,
+    *,
+    settings: Settings,
+    registry: Registry,
+    transports: TransportFactory,
+    metrics: Metrics,
+    audit: AuditSink,
+    clock: Clock,
+    cache: ResultCache,
+    store: SessionStore,
+    node_id: str,
+    epoch: int,
+    on_boundary: Callable[[Session], None] | None,
+    on_lost: Callable[[Session], None],
+) -> Session:
+    """Connect the upstream and build the session (not attached, no loops yet)."""
+    transport = await _connect(setup, user, session_id, event_id, settings, registry, transports)
+    budgets: dict[Literal["voice", "text"], ModeBudget] = {
+        "voice": settings.budget("voice"),
+        "text": settings.budget("text"),
+    }
+    runner = ToolRunner(
+        registry,
+        data_dir=settings.data_dir,
+        audit=audit,
+        clock=clock,
+        cache=cache,
+        budgets=budgets,
+        observer=metrics,
+    )
+    session = Session(
+        session_id=session_id,
+        user=user,
+        setup=setup,
+        registry=registry,
+        transport=transport,
+        runner=runner,
+        budgets=budgets,
+        clock=clock,
+        metrics=metrics,
+        confirmation_ttl_s=settings.confirmation_ttl_s,
+        ownership=Ownership(
+            store,
+            session_id=session_id,
+            node=node_id,
+            epoch=epoch,
+            on_store_error=metrics.store_error,
+            record_ttl_s=settings.max_duration_s + settings.resume_window_s,
+        ),
+        client_events_per_s=settings.client_events_per_s,
+        client_events_burst=settings.client_events_burst,
+        on_boundary=on_boundary,
+        on_lost=on_lost,
+    )
+    session.upstream_ready()
+
+    def record() -> SessionRecord:
+        """What the store should hold of it, were it lost (a store that restarted empty)."""
+        return SessionRecord(
+            session_id=session_id,
+            user_id=session.user.user_id,
+            tenant=session.user.tenant,
+            token_hash=session.resume_token_hash,
+            owner=node_id,
+            epoch=session.ownership.epoch,
+            state="parked" if session.outbound is None else "live",
+            snapshot=session.snapshot(),
+            saved_at=clock.now().timestamp(),
+        )
+
+    session.ownership.record_of = record
+    return session
