@@ -35,7 +35,8 @@ class ToolFailure:
     type: ToolErrorType
     message: str
     retryable: bool = False
-    partial_side_effects: bool = False
+    # None: unknown (the gateway cannot tell: the node running the call stopped).
+    partial_side_effects: bool | None = False
     # Extra fields some errors carry (CONFIRMATION_REQUIRED: confirmationId, prompt, expiresAt).
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -70,7 +71,7 @@ class ToolResponse:
         message: str,
         *,
         retryable: bool = False,
-        partial_side_effects: bool = False,
+        partial_side_effects: bool | None = False,
         **extra: Any,
     ) -> ToolResponse:
         failure = ToolFailure(
@@ -156,8 +157,10 @@ def _failure_from_dict(value: Mapping[str, Any]) -> ToolResponse:
         raise EnvelopeError("error 'message' must be a non-empty string")
     retryable = error.get("retryable", False)
     partial = error.get("partialSideEffects", False)
-    if not isinstance(retryable, bool) or not isinstance(partial, bool):
-        raise EnvelopeError("error 'retryable' and 'partialSideEffects' must be booleans")
+    if not isinstance(retryable, bool) or not (partial is None or isinstance(partial, bool)):
+        raise EnvelopeError(
+            "error 'retryable' must be a boolean, 'partialSideEffects' a boolean or null"
+        )
     extra = {k: v for k, v in error.items() if k not in _ERROR_KEYS}
     return ToolResponse(
         ok=False,
