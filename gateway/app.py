@@ -67,6 +67,7 @@ def build_server(
         metrics=metrics,
         on_message=manager.on_message,
         on_paused=manager.verify_ownership,
+        on_store_back=manager.reassert_all,
     )
     return GatewayServer(
         settings=settings,

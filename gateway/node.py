@@ -8,7 +8,9 @@ it knows of the shared store's health.
 - Messages from other nodes (``release``, ``moved``, ``released``, ``ledger``) go to
   ``on_message``.
 - While the store cannot be reached, ``available`` is False (``/readyz`` says degraded), the
-  failures are counted, and the heartbeat retries with backoff until it answers again.
+  failures are counted, and the heartbeat retries with backoff until it answers again; then
+  ``on_store_back`` records this node's sessions again (a Redis without persistence restarts
+  empty).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class NodeRuntime:
         metrics: Metrics,
         on_message: Callable[[Mapping[str, Any]], None],
         on_paused: Callable[[], Any],
+        on_store_back: Callable[[], Any] = lambda: None,
     ) -> None:
         self.node_id = node_id
         self.store = store
@@ -55,6 +58,7 @@ class NodeRuntime:
         self._metrics = metrics
         self._on_message = on_message
         self._on_paused = on_paused
+        self._on_store_back = on_store_back
         self.available = True
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -103,7 +107,12 @@ class NodeRuntime:
                     await result
             last_ok = now
             delay = interval
-            self._set_available(True)
+            if not self.available:
+                self._set_available(True)
+                # It may have restarted empty (no persistence): our sessions are recorded again.
+                result = self._on_store_back()
+                if asyncio.iscoroutine(result):
+                    await result
 
     async def _inbox(self) -> None:
         delay = 0.1

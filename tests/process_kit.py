@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +36,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def build_registry_file(out: Path, tools: Path = REPO / "tools") -> Path:
-    command = ["registry_build", "--tools", str(tools), "--out", str(out), "--quiet"]
+def build_registry_file(out: Path, *tools: Path) -> Path:
+    folders = [arg for folder in (tools or (REPO / "tools",)) for arg in ("--tools", str(folder))]
+    command = ["registry_build", *folders, "--out", str(out), "--quiet"]
     subprocess.run(
         [sys.executable, "-m", *command],
         cwd=REPO,
@@ -112,7 +113,12 @@ async def wait_ready(url: str, within: float = START_WITHIN_S) -> None:
 
 @asynccontextmanager
 async def gateway_process(
-    tmp_path: Path, registry: Path, *, name: str = "gateway", **settings: str
+    tmp_path: Path,
+    registry: Path,
+    *,
+    name: str = "gateway",
+    extra_env: Mapping[str, str] | None = None,
+    **settings: str,
 ) -> AsyncIterator[GatewayProcess]:
     port = int(settings.pop("port", 0)) or free_port()
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("GATEWAY_")}
@@ -125,6 +131,7 @@ async def gateway_process(
         GATEWAY_LOCAL_PACE="0",
     )
     env.update({f"GATEWAY_{key.upper()}": value for key, value in settings.items()})
+    env.update(extra_env or {})
     stdout_path, stderr_path = tmp_path / f"{name}.stdout", tmp_path / f"{name}.stderr"
     with stdout_path.open("wb") as stdout, stderr_path.open("wb") as stderr:
         process = await asyncio.create_subprocess_exec(

@@ -129,7 +129,8 @@ class Transport(Protocol):
 
     async def send_late_result(self, result: ToolResult) -> None:
         """A result the model no longer waits for (a confirmation the client approved or
-        rejected): give it to the model as new input and let it tell the user."""
+        rejected, or a call that finished on the node a session moved from): give it to the
+        model as new input and let it tell the user."""
         ...
 
     async def cancel_response(self) -> None: ...

@@ -8,10 +8,9 @@ Pure. ``route`` looks at the items added since the previous response started:
    non-JSON text → ``{"output": ...}``); ``None`` (not every call answered) → "Waiting for the
    other tool results."; results of calls this brain never made (replayed ones) are answered
    as they are, in the brain's format;
-2. else the newest user message: its text → ``reply_to_text``; its audio →
-   ``reply_to_utterance(duration_ms)``;
-3. else the newest system message → ``reply_to_text``;
-4. else "I'm listening.".
+2. else the newest user or system message: a user's text → ``reply_to_text``, its audio →
+   ``reply_to_utterance(duration_ms)``; a system message's text → ``reply_to_text``;
+3. else "I'm listening.".
 
 ``decide`` turns that into a ``Plan`` (``response``); fake-only directives in user text come
 before the brain: ``/drop TEXT`` (speak TEXT, close 1011 after two deltas), ``/expire`` (the
@@ -143,17 +142,19 @@ def route(new: Sequence[Entry], conversation: Conversation) -> Answerable:
             results.append((item["call_id"], name, parse_tool_output(item["output"])))
     if results:
         return AnswerToolResults(tuple(results))
-    for role in ("user", "system"):
-        for entry in reversed(new):
-            item = entry.item
-            if item.get("type") != "message" or item.get("role") != role:
-                continue
-            text = _text_of(item)
-            if text is not None or role == "system":
-                return AnswerText(text or "", role)
-            if entry.utterance_ms is not None:
-                return AnswerAudio(entry.utterance_ms)
-            return AnswerText(_transcripts_of(item), role)  # replayed audio: its transcript
+    # The newest input is what the model answers (a replayed conversation's last user message
+    # may have been answered elsewhere, or given up: a later system message is the news).
+    for entry in reversed(new):
+        item = entry.item
+        role = item.get("role")
+        if item.get("type") != "message" or role not in ("user", "system"):
+            continue
+        text = _text_of(item)
+        if text is not None or role == "system":
+            return AnswerText(text or "", role)
+        if entry.utterance_ms is not None:
+            return AnswerAudio(entry.utterance_ms)
+        return AnswerText(_transcripts_of(item), role)  # replayed audio: its transcript
     return AnswerNothing()
 
 

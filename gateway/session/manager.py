@@ -112,13 +112,15 @@ class SessionManager:
             raise
         try:
             await self.announce(session, resumed=False, register=True)
-        except StoreUnavailable:
-            await session.end(EndReason.ERROR, "the shared store cannot be reached")
+        except BaseException as exc:
+            # It never started for the client: it hears of the refusal alone (no
+            # session.ended from the session itself).
+            session.detach()
+            unavailable = isinstance(exc, StoreUnavailable)
+            await session.end(EndReason.ERROR, "could not be recorded" if unavailable else None)
             await self.forget(session)
-            raise store_unavailable(start.event_id) from None
-        except Exception:
-            await session.end(EndReason.ERROR, "internal error while starting")
-            await self.forget(session)
+            if unavailable:
+                raise store_unavailable(start.event_id) from None
             raise
         return session
 
@@ -314,6 +316,19 @@ class SessionManager:
             except StoreUnavailable:
                 return
             if owner is not None and owner != (self.node_id, session.ownership.epoch):
+                session.lost()
+
+    async def reassert_all(self) -> None:
+        """The store is back, perhaps empty: each session here is recorded again (its owner's
+        next write re-registers a missing record; a tombstone or a newer owner fences it)."""
+        for session in list(self.sessions.values()):
+            if session.ended.is_set() or session.ownership.handed_off:
+                continue
+            parked = session.outbound is None
+            ttl_s = self.settings.resume_window_s if parked else self.live_ttl_s()
+            try:
+                await session.ownership.save(session.snapshot(), parked=parked, ttl_s=ttl_s)
+            except Fenced:
                 session.lost()
 
     def on_message(self, message: Mapping[str, Any]) -> None:

@@ -26,6 +26,7 @@ import contextlib
 import hmac
 import secrets
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Protocol
 
 import structlog
@@ -59,6 +60,8 @@ _log = structlog.get_logger("sessions.resume")
 
 # How long a node waits for another to let a session go before it takes it anyway.
 RELEASE_WAIT_S = 1.0
+# How often a claim of a session whose node does not answer is tried again.
+CLAIM_RETRY_S = 0.1
 # How often a draining node looks whether a session reached a turn boundary.
 BOUNDARY_POLL_S = 0.05
 
@@ -213,10 +216,16 @@ class Resumes:
 
         claim_result = await claim(False)
         if claim_result.outcome is ClaimOutcome.BUSY and claim_result.previous_owner is not None:
-            # Live on a node that is alive: ask it to let go, then take it (forced if it is
-            # slow: its later writes are fenced).
+            # Live on a node that looks alive: ask it to let go. No answer: it is dead (its
+            # heartbeat expires within a lease: then it is a recovery) or stuck (after a lease,
+            # taken anyway: whatever it writes later is fenced).
             await self._ask(claim_result.previous_owner, "release", session_id)
+            loop = asyncio.get_running_loop()
+            until = loop.time() + m.settings.lease_ttl_s
             claim_result = await claim(False)
+            while claim_result.outcome is ClaimOutcome.BUSY and loop.time() < until:
+                await asyncio.sleep(CLAIM_RETRY_S)
+                claim_result = await claim(False)
             if claim_result.outcome is ClaimOutcome.BUSY:
                 claim_result = await claim(True)
         if claim_result.outcome is not ClaimOutcome.CLAIMED:
@@ -232,22 +241,33 @@ class Resumes:
         previous = claim_result.previous_owner
         if previous is not None and previous != node and not claim_result.recovered:
             await self._ask(previous, "moved", session_id)  # its upstream closes first
-        return await self._reopen(record, claim_result.recovered, user, outbound, start)
+        lost_node = previous if claim_result.recovered else None
+        return await self._reopen(record, lost_node, user, outbound, start)
 
     async def _reopen(
         self,
         record: SessionRecord,
-        recovered: bool,
+        lost_node: str | None,
         user: SessionUser,
         outbound: Outbound,
         start: SessionStart,
     ) -> tuple[Session, Recovery | None]:
-        """The session as its record has it, on a new upstream; its ledger adopted."""
+        """The session as its record has it, on a new upstream; its ledger adopted.
+        ``lost_node``: the node that died with it (a recovery), if any."""
         m = self._m
+        snapshot = record.snapshot
+        history = snapshot.history
+        lost_turn = (
+            history[-1].text if lost_node and history and history[-1].role == "user" else None
+        )
+        if lost_turn is not None:
+            # The turn in flight died with its node: the client is told (it may ask again);
+            # the new upstream is not asked it a second time behind everyone's back.
+            snapshot = replace(snapshot, history=history[:-1])
         try:
             session = await m.open(
                 record.session_id,
-                record.snapshot,
+                snapshot,
                 user,
                 outbound,
                 start.event_id,
@@ -265,17 +285,22 @@ class Resumes:
             raise
         session.resume_token_hash = record.token_hash
         recovery = None
-        if recovered:
+        if lost_node is not None:
             open_calls = await session.ownership.open_calls()
-            history = record.snapshot.history
             recovery = Recovery(
-                lost_turn=history[-1].text if history and history[-1].role == "user" else None,
+                lost_turn=lost_turn,
                 failed_calls=tuple(
-                    e.call_id for e in open_calls if e.envelope is None and e.node == record.owner
+                    e.call_id for e in open_calls if e.envelope is None and e.node == lost_node
                 ),
             )
             m.metrics.sessions_recovered.inc()
-            _log.info("session_recovered", session_id=record.session_id, lost=recovery.lost_turn)
+            _log.info(
+                "session_recovered",
+                session_id=record.session_id,
+                lost_node=lost_node,
+                lost_turn=recovery.lost_turn is not None,
+                open_calls=[(e.call_id, e.node, e.state.value) for e in open_calls],
+            )
         session.tools.adopt_open_calls()
         return session, recovery
 

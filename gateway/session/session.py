@@ -252,8 +252,10 @@ class Session:
             self._on_boundary(self)
 
     def at_turn_boundary(self) -> bool:
-        """No reply is streaming to the client: the session may move now."""
-        return self.upstream.cursor.current is None
+        """No reply is streaming to the client (a reply that only waits for its tool calls
+        counts as done): the session may move now."""
+        current = self.upstream.cursor.current
+        return current is None or self.tools.holding(current.response_id)
 
     def lost(self) -> None:
         """Another node owns this session now (``Fenced``): stop here, telling nobody."""

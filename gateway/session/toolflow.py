@@ -82,6 +82,10 @@ class ToolFlow:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def holding(self, response_id: str) -> bool:
+        """Its end is held for a batch still running (nothing of it streams any more)."""
+        return response_id in self._held
+
     def hold(self, done: ResponseDone, finish: Finish) -> bool:
         """Keep ``done`` back while a batch of its response runs; False when none does."""
         if done.response_id not in self._batches:

@@ -360,8 +360,8 @@ class GeminiCodec:
 
     def late_result(self, result: ToolResult) -> None:
         self._turn(
-            f"Result of the earlier {result.name} call {result.call_id}, after the user "
-            f"answered its confirmation: {_short(result, limit=8000)}"
+            f"Result of the earlier {result.name} call {result.call_id}, which finished after "
+            f"its turn (a confirmation, or a session that moved): {_short(result, limit=8000)}"
         )
 
     def _turn(self, text: str) -> None:

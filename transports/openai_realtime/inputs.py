@@ -145,8 +145,9 @@ class RealtimeInputs:
         self._add_item(
             Entry(
                 "system",
-                f"Result of the earlier {result.name} call {result.call_id}, after the user "
-                f"answered its confirmation: {_json(result.envelope)}",
+                f"Result of the earlier {result.name} call {result.call_id}, which finished "
+                f"after its turn (a confirmation, or a session that moved): "
+                f"{_json(result.envelope)}",
             )
         )
         self.request_response()

@@ -1,0 +1,139 @@
+"""Sessions resumed on another node: real gateway processes on one real Redis, the OpenAI fake
+(in this process) or the local model upstream."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cluster_kit import Cluster, cluster, connect, drop, resume
+from harness import speak
+from redis_kit import RedisServer
+
+from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeRealtimeServer]:
+    server = FakeRealtimeServer(FakeOptions())
+    await server.start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+async def on_openai(
+    redis_server: RedisServer, tmp_path: Path, fake: FakeRealtimeServer
+) -> AsyncIterator[Cluster]:
+    async with cluster(
+        redis_server, tmp_path, provider="openai", openai_ws_url=fake.ws_url
+    ) as group:
+        yield group
+
+
+def items_sent(fake: FakeRealtimeServer, connection: int) -> list[dict[str, Any]]:
+    conn = fake.connections[connection]
+    return [e["item"] for e in conn.received("conversation.item.create")]
+
+
+async def test_a_text_session_resumes_on_another_node_with_its_history(
+    on_openai: Cluster, fake: FakeRealtimeServer
+) -> None:
+    a, b = await on_openai.node("a"), await on_openai.node("b")
+    client = await connect(on_openai, a)
+    started = await client.start("text")
+    assert (await client.say("remember the blue door"))[-1][
+        "text"
+    ] == "You said: remember the blue door"
+    await drop(client)
+
+    again = await connect(on_openai, b)
+    answer = await resume(again, started)
+    assert answer["type"] == "session.started", answer
+    assert answer["resumed"] is True
+    assert answer["session_id"] == started["session_id"]
+    assert "recovery" not in answer  # node a is alive: nothing was lost
+    reply = await again.say("and now?")
+    assert reply[-1]["text"] == "You said: and now?"
+    # Node b's upstream got the conversation so far, then the new message.
+    replayed = items_sent(fake, len(fake.connections) - 1)
+    texts = [item["content"][0]["text"] for item in replayed]
+    assert texts[:2] == ["remember the blue door", "You said: remember the blue door"]
+    assert texts[-1] == "and now?"
+    await again.ws.close()
+
+
+async def test_a_voice_session_resumes_on_another_node(
+    on_openai: Cluster, fake: FakeRealtimeServer
+) -> None:
+    a, b = await on_openai.node("a"), await on_openai.node("b")
+    audio = {"input_rate": 24000, "output_rate": 24000}
+    client = await connect(on_openai, a)
+    started = await client.start("voice", audio=audio)
+    await speak(client, 400, 24000)
+    heard = await client.last("transcript.done", role="user")
+    await client.until("response.done")
+    await drop(client)
+
+    again = await connect(on_openai, b)
+    answer = await resume(again, started, mode="voice")
+    assert answer["type"] == "session.started", answer
+    await speak(again, 300, 24000)
+    second = await again.last("transcript.done", role="user")
+    done = await again.last("response.done")
+    assert done["status"] == "completed"
+    assert again.audio  # b speaks too
+    replayed = items_sent(fake, len(fake.connections) - 1)
+    texts = [part.get("text", part.get("transcript")) for i in replayed for part in i["content"]]
+    assert texts[0] == heard["text"]  # what node a heard is node b's history
+    assert second["text"] != heard["text"]
+    await again.ws.close()
+
+
+async def test_a_session_on_the_local_model_resumes_on_another_node(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    async with cluster(redis_server, tmp_path, provider="local") as group:
+        a, b = await group.node("a"), await group.node("b")
+        client = await connect(group, a)
+        started = await client.start("text")
+        await client.say("first words")
+        await drop(client)
+        again = await connect(group, b)
+        assert (await resume(again, started))["resumed"] is True
+        assert (await again.say("second words"))[-1]["text"] == "You said: second words"
+        await again.ws.close()
+
+
+async def test_a_confirmation_asked_on_one_node_runs_once_when_approved_on_another(
+    on_openai: Cluster, fake: FakeRealtimeServer
+) -> None:
+    a, b = await on_openai.node("a"), await on_openai.node("b")
+    client = await connect(on_openai, a)
+    started = await client.start("text")
+    await client.send("text.send", text='/tool journal_confirm {"label":"booking"}')
+    requested = await client.last("confirmation.requested")
+    await client.until_reply()
+    await drop(client)
+
+    again = await connect(on_openai, b)
+    assert (await resume(again, started))["resumed"] is True
+    await again.send(
+        "confirmation.respond", confirmation_id=requested["confirmation_id"], decision="approve"
+    )
+    resolved = await again.last("confirmation.resolved")
+    assert resolved["decision"] == "approved"
+    assert resolved["result"]["ok"] is True
+    reply = await again.until_reply()
+    assert "journal_confirm" in reply[-1]["text"]
+    # Approving again, on either node, runs nothing more.
+    await again.send(
+        "confirmation.respond", confirmation_id=requested["confirmation_id"], decision="approve"
+    )
+    assert (await again.last("error"))["code"] == "confirmation_not_found"
+    lines = on_openai.journal_lines()
+    assert [line["label"] for line in lines] == ["booking"]
+    assert lines[0]["pid"] == b.pid
+    await again.ws.close()
