@@ -71,16 +71,26 @@ def _chat(args: argparse.Namespace) -> int:
     return asyncio.run(run_chat(url, token, read_line=sys.stdin.readline, mode=args.mode))
 
 
-def _serve(_: argparse.Namespace) -> int:
+def _serve(args: argparse.Namespace) -> int:
+    import os
+
     from gateway.app import run
 
+    if args.workers is not None:
+        os.environ["GATEWAY_WORKERS"] = args.workers  # the workers inherit it, then override
     return run()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gateway", description="Realtime voice/text gateway")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("serve", help="run the gateway (settings from GATEWAY_* variables)")
+    serve = sub.add_parser("serve", help="run the gateway (settings from GATEWAY_* variables)")
+    serve.add_argument(
+        "--workers",
+        default=None,
+        help='processes on this machine: a number or "auto" (one per core); more than one '
+        "needs GATEWAY_REDIS_URL (default: $GATEWAY_WORKERS, else 1)",
+    )
     sub.add_parser("check", help="load the tool registry and list its tools")
     token = sub.add_parser("token", help="mint a JWT signed with GATEWAY_AUTH_SECRET")
     token.add_argument("--sub", required=True, help="the user id")

@@ -102,14 +102,17 @@ async def serve(settings: Settings) -> None:
     except StoreUnavailable:
         await server.manager.store.close()
         raise
-    site = web.TCPSite(runner, settings.host, settings.port)
+    reuse_port = settings.reuse_port or None  # workers of one supervisor share their ports
+    site = web.TCPSite(runner, settings.host, settings.port, reuse_port=reuse_port)
     await site.start()
     metrics_runner = None
     if settings.metrics_port is not None:
         metrics_runner = server.runner(server.metrics_app())
         await metrics_runner.setup()
         metrics_host = settings.metrics_host or settings.host
-        await web.TCPSite(metrics_runner, metrics_host, settings.metrics_port).start()
+        await web.TCPSite(
+            metrics_runner, metrics_host, settings.metrics_port, reuse_port=reuse_port
+        ).start()
         _log.info("metrics_listening", host=metrics_host, port=settings.metrics_port)
     warn_about_exposure(settings)
     warm_up_upstreams(settings)
@@ -180,6 +183,10 @@ def run() -> int:
     configure_logging(settings.log_format, settings.log_level)
     if settings.auth == "none" and not is_loopback(settings.host):  # also checked by Settings
         raise SystemExit("GATEWAY_AUTH=none is only allowed on a loopback address")
+    if settings.worker_count() > 1:
+        from gateway.workers import supervise
+
+        return supervise(settings)
     with asyncio.Runner(loop_factory=event_loop_factory(settings.event_loop)) as runner:
         runner.run(serve(settings))
     return 0

@@ -76,6 +76,8 @@ class Settings(BaseSettings):
     max_sessions_per_user: int = Field(default=0, ge=0)
     # Worker processes of `gateway serve` on this machine: a number, or "auto" (one per core).
     workers: str = Field(default="1", pattern=r"^(auto|[1-9][0-9]{0,2})$")
+    # Set by the supervisor for its workers: bind with SO_REUSEPORT (several on one port).
+    reuse_port: bool = False
     log_format: Literal["json", "console"] = "json"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     # The event loop of `gateway serve`: uvloop where it is installed (Linux, macOS), or asyncio.
@@ -193,6 +195,11 @@ class Settings(BaseSettings):
             raise ValueError(
                 "GATEWAY_WORKERS above 1 needs GATEWAY_REDIS_URL: the workers share sessions, "
                 "limits and the tool ledger through it"
+            )
+        if self.worker_count() > 1 and (self.port == 0 or self.metrics_port == 0):
+            raise ValueError(
+                "GATEWAY_WORKERS above 1 needs a fixed GATEWAY_PORT (and GATEWAY_METRICS_PORT): "
+                "the workers share one port, 0 would give each its own"
             )
         if self.auth == "jwt" and (
             self.auth_secret is None or len(self.auth_secret.get_secret_value()) < 32

@@ -79,9 +79,12 @@ class NodeRuntime:
                 await task
         self._tasks = []
 
-    def _set_available(self, up: bool) -> None:
+    def _set_available(self, up: bool, reason: str = "") -> None:
         if up != self.available:
-            _log.warning("store_up" if up else "store_down", node=self.node_id)
+            if up:
+                _log.warning("store_up", node=self.node_id)
+            else:
+                _log.warning("store_down", node=self.node_id, reason=reason)
         self.available = up
         self._metrics.store_up.set(1 if up else 0)
 
@@ -94,9 +97,9 @@ class NodeRuntime:
             await asyncio.sleep(delay)
             try:
                 await self.store.heartbeat(self.node_id, self.lease_ttl_s)
-            except StoreUnavailable:
+            except StoreUnavailable as exc:
                 self._metrics.store_error("heartbeat")
-                self._set_available(False)
+                self._set_available(False, str(exc))
                 delay = min(max(delay * 2, 0.1), BACKOFF_MAX_S, interval)
                 continue
             now = loop.time()

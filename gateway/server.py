@@ -50,6 +50,8 @@ _log = structlog.get_logger("server")
 
 # Bytes the WebSocket transport accepts beyond the protocol's frame limits (see above).
 TRANSPORT_HEADROOM = 64 * 1024
+# How often a worker adds its frame counts to the counters all workers share.
+FRAMES_FLUSH_S = 1.0
 # The browser demo client, served at / and /static/.
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 # Scripts, styles and sockets of this origin only ('self' covers ws:/wss: to it in CSP 3).
@@ -112,13 +114,24 @@ class GatewayServer:
             keepalive_timeout=self.settings.http_header_timeout_s,
         )
 
-    async def _start_node(self, _: web.Application) -> None:
+    async def _start_node(self, app: web.Application) -> None:
         """Join the cluster before serving: a node whose store does not answer does not start
-        (``StoreUnavailable``)."""
+        (``StoreUnavailable``). Workers share their frame counts once a second."""
         if self.node is not None:
             await self.node.start()
+        if self.metrics.multiprocess:
+            app["frames_flush"] = asyncio.create_task(self._flush_frames())
 
-    async def _end_sessions(self, _: web.Application) -> None:
+    async def _flush_frames(self) -> None:
+        while True:
+            await asyncio.sleep(FRAMES_FLUSH_S)
+            self.metrics.flush_frames()
+
+    async def _end_sessions(self, app: web.Application) -> None:
+        flush = app.get("frames_flush")
+        if flush is not None:
+            flush.cancel()
+            self.metrics.flush_frames()
         await self.manager.end_all()
         if self.node is not None:
             await self.node.stop()

@@ -1,11 +1,21 @@
-"""Prometheus metrics on a registry of their own (one per app, so tests never collide)."""
+"""Prometheus metrics on a registry of their own (one per app, so tests never collide).
+
+Several worker processes (``gateway serve --workers N``) share one view through
+prometheus-client's multiprocess mode: the supervisor sets ``PROMETHEUS_MULTIPROC_DIR`` before
+any worker starts, every value lives in that folder, and ``/metrics`` on any worker adds them up
+(``MultiProcessCollector``). Gauges say how they add up (``multiprocess_mode``). The per-frame
+counts stay plain integers on the hot path; in multiprocess mode they are added to real counters
+once a second (``flush_frames``) and before each scrape.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 __all__ = ["FrameCounts", "Metrics"]
@@ -44,11 +54,26 @@ class Metrics:
 
     def __init__(self, tool_ids: Iterable[str] = ()) -> None:
         self._tool_ids = frozenset(tool_ids)
+        self.multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
         self.registry = CollectorRegistry()
         r = self.registry
-        self.active_sessions = Gauge("gateway_active_sessions", "Open client sessions", registry=r)
+        self.active_sessions = Gauge(
+            "gateway_active_sessions",
+            "Open client sessions",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
         self.frames = FrameCounts()
-        r.register(self.frames)
+        self._flushed = FrameCounts()
+        if self.multiprocess:
+            self._frames_in = Counter(
+                "gateway_frames_in", "Frames from clients", ["kind"], registry=r
+            )
+            self._frames_out = Counter(
+                "gateway_frames_out", "Frames to clients", ["kind"], registry=r
+            )
+        else:
+            r.register(self.frames)
         self.audio_dropped = Counter(
             "gateway_audio_frames_dropped_total",
             "Outbound audio frames dropped for a slow client",
@@ -113,7 +138,10 @@ class Metrics:
             registry=r,
         )
         self.store_up = Gauge(
-            "gateway_store_up", "1 while the shared store answers, 0 while it does not", registry=r
+            "gateway_store_up",
+            "1 while the shared store answers, 0 while it does not (the least of the workers)",
+            registry=r,
+            multiprocess_mode="livemin",
         )
         self.store_up.set(1)
 
@@ -134,5 +162,26 @@ class Metrics:
     def soft_limit_exceeded(self, tool_id: str, mode: str) -> None:
         self.soft_limit_overruns.labels(self.tool_label(tool_id), mode).inc()
 
+    def flush_frames(self) -> None:
+        """Multiprocess mode: the frame counts since the last flush, into the shared counters."""
+        if not self.multiprocess:
+            return
+        now, before = self.frames, self._flushed
+        for counter, kind, name in (
+            (self._frames_in, "text", "text_in"),
+            (self._frames_in, "binary", "binary_in"),
+            (self._frames_out, "text", "text_out"),
+            (self._frames_out, "audio", "audio_out"),
+        ):
+            delta = getattr(now, name) - getattr(before, name)
+            if delta:
+                counter.labels(kind).inc(delta)
+                setattr(before, name, getattr(now, name))
+
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        if not self.multiprocess:
+            return generate_latest(self.registry)
+        self.flush_frames()
+        merged = CollectorRegistry()
+        MultiProcessCollector(merged)  # type: ignore[no-untyped-call]
+        return generate_latest(merged)
