@@ -136,7 +136,8 @@ async def serve(settings: Settings) -> None:
     await stop.wait()
     _log.info("gateway_draining")
     try:
-        await asyncio.wait_for(server.drain(), timeout=12)
+        # The grace, then a phone call's last sentence and the calls running for moved sessions.
+        await asyncio.wait_for(server.drain(), timeout=settings.drain_limit_s())
     finally:
         await runner.cleanup()
         if metrics_runner is not None:

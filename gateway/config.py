@@ -91,7 +91,7 @@ class Settings(BaseSettings):
     max_duration_s: float = 3600.0
     resume_window_s: float = 30.0
     confirmation_ttl_s: float = 120.0
-    drain_grace_s: float = 5.0
+    drain_grace_s: float = Field(default=5.0, ge=0, le=3600)
     # Connection rate limit per client address, and a cap on concurrent sessions.
     connections_per_minute: int = 600
     max_sessions: int = 2000
@@ -163,6 +163,11 @@ class Settings(BaseSettings):
     twilio_roles: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # Sent as the caller's first message, so the assistant speaks first; empty: wait for them.
     twilio_greeting: str = "The caller has just connected. Greet them briefly."
+    # Said by Twilio when a call's stream ends from the gateway's side (shutdown, failure);
+    # empty: nothing (Twilio hangs up).
+    twilio_farewell: str = Field(
+        default="Sorry, this call has to end now. Please call again.", max_length=500
+    )
     twilio_token_ttl_s: float = Field(default=120.0, gt=0)
 
     @field_validator("allowed_origins", mode="before")
@@ -209,6 +214,11 @@ class Settings(BaseSettings):
                 "or run locally with GATEWAY_AUTH=none on 127.0.0.1"
             )
         return self
+
+    def drain_limit_s(self) -> float:
+        """How long a drain may take before the process stops regardless: the grace, then a
+        phone call's last sentence and the tool calls still running for moved sessions."""
+        return self.drain_grace_s + 10.0
 
     def worker_count(self) -> int:
         return (os.cpu_count() or 1) if self.workers == "auto" else int(self.workers)

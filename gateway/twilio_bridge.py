@@ -48,8 +48,6 @@ TWILIO_RATE = 8000
 # Frames sent ahead of real time: enough to ride out scheduling jitter, small enough that a
 # barge-in's ``clear`` finds little queued at Twilio.
 LEAD_FRAMES = 3
-# After the session ends, how long the last reply may take to play out before the stream closes.
-PLAY_OUT_LIMIT_S = 30.0
 
 StartSession = Callable[[SessionStart, Outbound], Awaitable[Session]]
 
@@ -103,11 +101,11 @@ class TwilioBridge:
             await self.session.on_client_event(TextSend(text=self._greeting))
         return self.session
 
-    async def play_out(self) -> None:
-        """Wait until Twilio has played everything sent (its last mark echoed; bounded). The
-        caller keeps reading the socket meanwhile, so the echoes arrive."""
+    async def play_out(self, limit_s: float) -> None:
+        """Wait until Twilio has played everything sent (its last mark echoed), ``limit_s`` at
+        most. The caller keeps reading the socket meanwhile, so the echoes arrive."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._played_all.wait(), PLAY_OUT_LIMIT_S)
+            await asyncio.wait_for(self._played_all.wait(), limit_s)
 
     async def close(self) -> None:
         """Stop the writer and the pacer; the caller closes the socket."""

@@ -41,6 +41,9 @@ __all__ = ["TwilioRoutes"]
 _log = structlog.get_logger("twilio")
 
 MAX_TWILIO_FRAME = 64 * 1024  # a media frame is ~300 bytes; start carries parameters
+# How long what was sent may take to play out once the session ended, by end reason: a goodbye
+# in full; on shutdown (drain's grace is over) the sentence being spoken, briefly.
+PLAY_OUT_S = {EndReason.INTENT.value: 30.0, EndReason.SHUTDOWN.value: 5.0}
 
 
 class TwilioRoutes:
@@ -73,7 +76,11 @@ class TwilioRoutes:
         if not call_sid:
             return web.Response(status=400, text="CallSid is missing")
         stream_url = self._public_url(request, "/twilio/media", websocket=True)
-        twiml = connect_twiml(stream_url, {"token": self.admission.stream_token(call_sid)})
+        twiml = connect_twiml(
+            stream_url,
+            {"token": self.admission.stream_token(call_sid)},
+            farewell=self.settings.twilio_farewell,
+        )
         return web.Response(text=twiml, content_type="text/xml")
 
     def _public_url(
@@ -156,10 +163,11 @@ class TwilioRoutes:
             ended = asyncio.create_task(bridge.ended.wait())
             try:
                 await asyncio.wait([reader, ended], return_when=asyncio.FIRST_COMPLETED)
-                if bridge.end_reason == EndReason.INTENT.value and not reader.done():
-                    # The goodbye plays out; the reader takes the mark echoes, and a caller
-                    # who hangs up meanwhile ends the wait.
-                    playing = asyncio.create_task(bridge.play_out())
+                limit = PLAY_OUT_S.get(bridge.end_reason or "")
+                if limit is not None and not reader.done():
+                    # The goodbye (or on shutdown, the reply being spoken) plays out; the
+                    # reader takes the mark echoes, and a caller who hangs up ends the wait.
+                    playing = asyncio.create_task(bridge.play_out(limit))
                     await asyncio.wait([playing, reader], return_when=asyncio.FIRST_COMPLETED)
                     playing.cancel()
             finally:

@@ -32,7 +32,8 @@ __all__ = ["supervise"]
 
 _log = structlog.get_logger("workers")
 
-STOP_WITHIN_S = 20.0
+# Beyond a worker's own drain limit, how long it may take to stop before it is killed.
+STOP_MARGIN_S = 5.0
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0)
 # A worker that ran this long before dying starts again after the shortest pause.
 HEALTHY_AFTER_S = 60.0
@@ -108,7 +109,7 @@ def supervise(settings: Settings) -> int:
                 if not stopping:
                     workers[index] = start(index)
                     started[index] = time.monotonic()
-        deadline = time.monotonic() + STOP_WITHIN_S
+        deadline = time.monotonic() + settings.drain_limit_s() + STOP_MARGIN_S
         codes = []
         for worker in workers.values():
             try:

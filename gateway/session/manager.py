@@ -407,7 +407,7 @@ class SessionManager:
         after the grace period (sooner if every attached session is gone) the rest end with
         reason ``shutdown``, all at once."""
         self.draining = True
-        grace = min(self.settings.drain_grace_s, 10)
+        grace = self.settings.drain_grace_s
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace
         if self.store.shared:

@@ -24,6 +24,7 @@ from aiohttp import web
 from harness import Gateway, GatewayFactory, pcm_silence, pcm_tone
 
 from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
+from gateway.protocol import EndReason
 from transports.twilio import g711
 from transports.twilio.signature import twilio_signature
 
@@ -191,6 +192,10 @@ async def test_the_voice_webhook_checks_the_signature_and_answers_twiml(
     assert parameter.get("name") == "token"
     call_token = parameter.get("value")
     assert call_token
+    # When the stream ends from the gateway's side, Twilio goes on to say the farewell.
+    assert [(v.tag, v.text) for v in twiml][1:] == [
+        ("Say", "Sorry, this call has to end now. Please call again.")
+    ]
     # The token it handed out opens the stream.
     client = await call(gateway, call_token)
     await client.until("media")
@@ -345,3 +350,39 @@ async def test_end_voice_session_plays_the_goodbye_then_hangs_up(
             aiohttp.encode_basic_auth("AC0123", AUTH_TOKEN),
         )
     ]
+
+
+async def test_without_a_farewell_the_twiml_ends_with_the_stream(
+    fake: FakeRealtimeServer, gateway_factory: GatewayFactory
+) -> None:
+    gateway = await twilio_gateway(
+        gateway_factory, fake, twilio_farewell="", auth="none", twilio_auth_token=None
+    )
+    async with gateway.http.post(f"{gateway.url}/twilio/voice", data={"CallSid": CALL_SID}) as r:
+        twiml = ET.fromstring(await r.text())
+    assert [v.tag for v in twiml] == ["Connect"]
+
+
+async def test_a_call_goes_on_through_the_drain_grace_then_its_stream_ends(
+    fake: FakeRealtimeServer, gateway_factory: GatewayFactory
+) -> None:
+    """A phone call cannot move to another node (its media stream is Twilio's): on SIGTERM it
+    is served until GATEWAY_DRAIN_GRACE_S, then its session ends (``shutdown``) and the stream
+    closes, which makes Twilio say the TwiML's farewell."""
+    gateway = await twilio_gateway(gateway_factory, fake, drain_grace_s=1.5)
+    client = await call(gateway)
+    await client.until("mark")  # the greeting played
+    session = next(iter(gateway.manager.sessions.values()))
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    draining = asyncio.create_task(gateway.server.drain())
+    heard_before = len(client.media())
+    await client.speak(pcm_tone(400, rate=8000) + pcm_silence(600, rate=8000))
+    while await client.next(within=10) is not None:
+        pass
+    closed_after = loop.time() - began
+    await draining
+    assert len(client.media()) > heard_before  # answered while the node drained
+    assert 1.5 <= closed_after < 1.5 + 5 + 2  # the grace, at most the last sentence, margin
+    assert session.end_reason is EndReason.SHUTDOWN
+    assert gateway.manager.sessions == {}

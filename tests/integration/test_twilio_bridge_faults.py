@@ -22,7 +22,7 @@ from structlog.testing import capture_logs
 from test_gateway_twilio import AUTH_TOKEN, CALL_SID, call, twilio_gateway, twilio_rest
 
 from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
-from gateway import twilio_bridge
+from gateway import twilio_bridge, twilio_routes
 from gateway.config import Settings
 from gateway.protocol import EndReason
 from gateway.protocol.client_events import SessionStart
@@ -146,17 +146,17 @@ async def test_a_stop_during_the_goodbye_ends_the_play_out_at_once(
     fake: FakeRealtimeServer, gateway_factory: GatewayFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """END_VOICE_SESSION: the goodbye plays out until its last mark is echoed (at most
-    ``PLAY_OUT_LIMIT_S``). If the caller hangs up meanwhile (``stop``, socket closed), no echo
+    ``PLAY_OUT_S``). If the caller hangs up meanwhile (``stop``, socket closed), no echo
     can ever come: the play-out must end there, not at the limit (30 s in production, during
     which the ended session still counts against ``max_sessions`` and drain)."""
-    monkeypatch.setattr(twilio_bridge, "PLAY_OUT_LIMIT_S", 4.0)
+    monkeypatch.setitem(twilio_routes.PLAY_OUT_S, EndReason.INTENT.value, 4.0)
     # Instrumentation only (the original runs unchanged): when the handler starts playing out.
     playing_out = asyncio.Event()
     play_out = twilio_bridge.TwilioBridge.play_out
 
-    async def signalled_play_out(self: twilio_bridge.TwilioBridge) -> None:
+    async def signalled_play_out(self: twilio_bridge.TwilioBridge, limit_s: float) -> None:
         playing_out.set()
-        await play_out(self)
+        await play_out(self, limit_s)
 
     monkeypatch.setattr(twilio_bridge.TwilioBridge, "play_out", signalled_play_out)
     async with twilio_rest() as rest:
@@ -369,7 +369,7 @@ async def test_play_out_waits_for_a_replys_padded_last_frame() -> None:
         await bridge.on_twilio(codec.Mark(BRIDGE_SID, wire.marks()[0]))  # Twilio played 100 ms
         emit(bridge, done("r1"))
         await written(bridge, events=2, audio=1)
-        returned = await within(bridge.play_out(), 0.2)
+        returned = await within(bridge.play_out(30.0), 0.2)
         assert not returned, "play_out returned before the last frame's mark was echoed"
     finally:
         await bridge.close()

@@ -13,7 +13,7 @@ import base64
 import hashlib
 import hmac
 from collections.abc import Mapping, Sequence
-from xml.sax.saxutils import quoteattr
+from xml.sax.saxutils import escape, quoteattr
 
 __all__ = ["connect_twiml", "twilio_signature", "valid_signature"]
 
@@ -39,11 +39,14 @@ def valid_signature(auth_token: str, url: str, params: Params, signature: str | 
     return hmac.compare_digest(expected.encode(), signature.encode())
 
 
-def connect_twiml(stream_url: str, parameters: Mapping[str, str]) -> str:
+def connect_twiml(stream_url: str, parameters: Mapping[str, str], farewell: str = "") -> str:
     """TwiML answering a call: connect it to a bidirectional Media Stream at ``stream_url``.
 
     Each of ``parameters`` becomes a ``<Parameter>``, which Twilio hands back in the stream's
-    ``start.customParameters`` (the bridge's auth token travels this way).
+    ``start.customParameters`` (the bridge's auth token travels this way). ``farewell``, when
+    given, is said by Twilio if the stream ends from our side while the caller is still there
+    (``<Connect>`` without an action goes on to the next verb): a call ended by a shutdown or a
+    failure hears it instead of silence.
     """
     parameter_tags = "".join(
         f"<Parameter name={quoteattr(name)} value={quoteattr(value)}/>"
@@ -52,5 +55,6 @@ def connect_twiml(stream_url: str, parameters: Mapping[str, str]) -> str:
     return (
         '<?xml version="1.0" encoding="UTF-8"?>'
         f"<Response><Connect><Stream url={quoteattr(stream_url)}>{parameter_tags}</Stream>"
-        "</Connect></Response>"
+        "</Connect>"
+        f"{f'<Say>{escape(farewell)}</Say>' if farewell else ''}</Response>"
     )
