@@ -10,6 +10,10 @@ reading the next one, so piped input works as a script. Lines handled here, not 
 
 Anything else, including the local model's directives (``/tool NAME {json}``, ``/say …``), goes
 to the model. ``render`` (pure) turns one server event into the lines to print.
+
+The session outlives its socket: when the gateway moves it to another node (``session.moving``,
+a deploy) the client reconnects to the same URL at once and resumes it with the new token; when
+the socket drops, it does the same with backoff, for as long as the resume window lasts.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ __all__ = ["ChatState", "parse_command", "render", "run_chat"]
 
 # How long to wait for an answer before giving the prompt back.
 ANSWER_TIMEOUT_S = 60.0
+# How long a session can be resumed after its socket is gone (the gateway's default window).
+RESUME_WINDOW_S = 30.0
 
 
 def _compact(value: Any) -> str:
@@ -48,6 +54,15 @@ def render(event: dict[str, Any], state: ChatState) -> tuple[str, bool]:
     """The text to print for ``event`` (exactly; streamed deltas have no newline), and whether
     the answer the user waits for is complete."""
     kind = event.get("type")
+    if kind == "session.started" and event.get("resumed"):
+        lines = [f"resumed: session {event['session_id']}"]
+        recovery = event.get("recovery") or {}
+        lost = (recovery.get("lost_turn") or {}).get("text")
+        if lost:
+            lines.append(f"  [chat] the node serving it stopped: not answered: {lost}")
+        for call_id in recovery.get("failed_calls", []):
+            lines.append(f"  [chat] tool call {call_id} stopped with that node")
+        return _lines(*lines), True
     if kind == "session.started":
         tools = ", ".join(t["name"] for t in event.get("tools", []))
         return _lines(
@@ -55,6 +70,8 @@ def render(event: dict[str, Any], state: ChatState) -> tuple[str, bool]:
             f"registry {event['registry_version']})",
             f"tools: {tools or 'none'}",
         ), True
+    if kind == "session.moving":
+        return _lines("  [chat] the gateway is moving this session to another node…"), False
     if kind == "response.started":
         state.current_response = event["response_id"]
         state.streamed = False
@@ -147,10 +164,17 @@ def parse_command(line: str, state: ChatState) -> dict[str, Any] | str | None:
 
 @dataclass(slots=True)
 class _Chat:
-    ws: aiohttp.ClientWebSocketResponse
+    http: aiohttp.ClientSession
+    url: str
+    headers: dict[str, str]
     out: TextIO
+    mode: str
+    ws: aiohttp.ClientWebSocketResponse | None = None
     state: ChatState = field(default_factory=ChatState)
     answered: asyncio.Event = field(default_factory=asyncio.Event)
+    live: asyncio.Event = field(default_factory=asyncio.Event)  # a socket to send on
+    resume: dict[str, str] | None = None  # session_id and resume_token, once started
+    waiting_for: dict[str, Any] | None = None  # the event whose answer has not come yet
     ended: bool = False
     end_reason: str | None = None
 
@@ -164,36 +188,93 @@ class _Chat:
             self.ended = True
             self.answered.set()
 
-    async def read_events(self) -> None:
-        async for msg in self.ws:
+    def show(self, event: dict[str, Any]) -> None:
+        """Print one server event and keep what a resume needs."""
+        text, done = render(event, self.state)
+        self.print(text)
+        kind = event.get("type")
+        if kind == "session.started":
+            self.resume = {
+                "session_id": str(event["session_id"]),
+                "resume_token": str(event["resume_token"]),
+            }
+            self.mode = str(event.get("mode", self.mode))
+        elif kind == "session.updated" and event.get("mode"):
+            self.mode = str(event["mode"])
+        elif kind == "session.moving" and self.resume is not None:
+            self.resume["resume_token"] = str(event["resume_token"])
+            self.live.clear()  # this socket is about to close: wait for the next one
+        elif kind == "session.ended":
+            self.ended = True
+            self.end_reason = str(event.get("reason"))
+        if done:
+            self.waiting_for = None
+            self.answered.set()
+
+    async def read(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        async for msg in ws:
             if msg.type != aiohttp.WSMsgType.TEXT:
                 continue  # assistant audio is not played by this client
             try:
-                event = json.loads(msg.data)
-                text, done = render(event, self.state)
+                self.show(json.loads(msg.data))
             except (ValueError, KeyError, TypeError, AttributeError):
                 self.print(f"  [chat] unreadable event from the gateway: {msg.data[:200]!r}\n")
-                continue
-            self.print(text)
-            if event.get("type") == "session.ended":
-                self.ended = True
-                self.end_reason = str(event.get("reason"))
-            if done:
-                self.answered.set()
+
+    async def run(self) -> None:
+        """Read the session's sockets one after the other: when one closes before the session
+        ended, reconnect and resume."""
+        while self.ws is not None:
+            await self.read(self.ws)
+            self.live.clear()
+            if self.ended or self.resume is None or not await self.reconnect():
+                break
         self.ended = True
         self.answered.set()
+        self.live.set()  # nobody waits for a socket that will not come
+
+    async def reconnect(self) -> bool:
+        """Resume on a new socket (any node behind the URL), at once after ``session.moving``,
+        else with backoff; False when the session cannot be resumed."""
+        assert self.resume is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + RESUME_WINDOW_S
+        delay = 0.0
+        while loop.time() + delay < deadline:
+            await asyncio.sleep(delay)
+            delay = min(max(delay * 2, 0.25), 4.0)
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError, ValueError):
+                ws = await self.http.ws_connect(self.url, headers=self.headers)
+                start = {"type": "session.start", "mode": self.mode, "resume": self.resume}
+                await ws.send_str(json.dumps(start))
+                msg = await ws.receive(timeout=10)
+                answer = json.loads(msg.data) if msg.type == aiohttp.WSMsgType.TEXT else {}
+                if answer.get("type") == "session.started":
+                    self.ws = ws
+                    self.show(answer)
+                    self.live.set()
+                    if self.waiting_for is not None:  # sent as the old socket went away
+                        await ws.send_str(json.dumps(self.waiting_for))
+                    return True
+                await ws.close()
+                if answer.get("code") == "resume_failed":
+                    self.show(answer)
+                    return False
+        self.print(f"  [chat] the session could not be resumed within {RESUME_WINDOW_S:.0f} s\n")
+        return False
 
     async def exchange(self, event: dict[str, Any]) -> None:
-        if self.ended:
-            return
+        """Send one event and wait for its answer (through a reconnection if one happens)."""
         self.answered.clear()
-        try:
-            await self.ws.send_str(json.dumps(event))
-        except (ConnectionError, aiohttp.ClientError):
-            self.ended = True
+        self.waiting_for = event
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.live.wait(), RESUME_WINDOW_S)
+        if self.ended or self.ws is None:
             return
+        with contextlib.suppress(ConnectionError, aiohttp.ClientError):
+            await self.ws.send_str(json.dumps(event))  # else: sent again after the resume
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.answered.wait(), ANSWER_TIMEOUT_S)
+        self.waiting_for = None
 
 
 async def run_chat(
@@ -215,9 +296,10 @@ async def run_chat(
         except aiohttp.ClientError as exc:
             print(f"chat: cannot connect to {url}: {exc}", file=out)
             return 2
-        async with ws:
-            chat = _Chat(ws, out)
-            reader = asyncio.create_task(chat.read_events())
+        chat = _Chat(http, url, headers, out, mode, ws)
+        chat.live.set()
+        reader = asyncio.create_task(chat.run())
+        try:
             await chat.exchange({"type": "session.start", "mode": mode})
             loop = asyncio.get_running_loop()
             while not chat.ended:
@@ -236,8 +318,11 @@ async def run_chat(
                 await chat.exchange(command or {"type": "text.send", "text": line})
             if not chat.ended:
                 await chat.exchange({"type": "session.end", "reason": "chat client quit"})
+        finally:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
+            if chat.ws is not None:
+                await chat.ws.close()
     # 0 when the session ended as sessions should (the user, or an intent); 1 otherwise.
     return 0 if chat.end_reason in (None, "client", "intent") else 1

@@ -7,7 +7,9 @@
   gliding pitch (speech-like enough for the browser's noise suppression to keep it), silence.
 - ``CuttableProxy``: a TCP proxy in front of the gateway. ``cut()`` aborts every connection
   through it (the browser sees its socket drop, as on a lost network) while it keeps
-  accepting new ones, so the page can reconnect and resume.
+  accepting new ones, so the page can reconnect and resume. In front of several gateways it
+  is the load balancer of a cluster: each new connection goes to the next of ``targets`` that
+  accepts it (no stickiness, as the cluster needs none).
 """
 
 from __future__ import annotations
@@ -67,8 +69,9 @@ def write_voice_wav(
 
 
 class CuttableProxy:
-    def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
+    def __init__(self, *target_ports: int) -> None:
+        self.targets = list(target_ports)
+        self._next = 0
         self._server: asyncio.Server | None = None
         self._links: set[asyncio.StreamWriter] = set()
         self.cuts = 0
@@ -96,9 +99,15 @@ class CuttableProxy:
         self._links.clear()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
-        except OSError:
+        for _ in range(len(self.targets)):
+            port = self.targets[self._next % len(self.targets)]
+            self._next += 1
+            try:
+                up_reader, up_writer = await asyncio.open_connection("127.0.0.1", port)
+                break
+            except OSError:
+                continue
+        else:
             writer.transport.abort()
             return
         self._links |= {writer, up_writer}

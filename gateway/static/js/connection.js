@@ -2,7 +2,8 @@
 //
 // States (the "state" event's detail.state): "connecting", "live", "reconnecting",
 // "resumed" (then live again), "ended" (session.ended or a deliberate end) and "failed"
-// (never started, or could not resume). Server events arrive as "server" events, audio as
+// (never started, or could not resume). A session the gateway moves to another node
+// ("session.moving", on a deploy) is resumed through the same URL at once. Server events arrive as "server" events, audio as
 // "audio" events (detail: ArrayBuffer). Events queued while reconnecting come back in a
 // "flushed" event once sent after the resume, or in an "unsent" event if they never will be.
 
@@ -38,6 +39,7 @@ export class GatewayConnection extends EventTarget {
     this.attempt = 0;
     this.outbox = []; // text events sent while reconnecting, flushed after resume
     this.closing = false;
+    this.moving = false; // told to resume elsewhere (session.moving), not yet resumed
     this.timer = null;
   }
 
@@ -138,16 +140,28 @@ export class GatewayConnection extends EventTarget {
   handle(event) {
     if (event.type === "session.started") {
       const resumed = Boolean(event.resumed);
+      const moved = this.moving;
       this.session = event;
       this.attempt = 0;
       this.dropAt = null;
-      this.setState(resumed ? "resumed" : "live", { session: event });
+      this.moving = false;
+      this.setState(resumed ? "resumed" : "live", { session: event, moved });
       this.state = "live";
       const waiting = this.outbox.splice(0);
       for (const queued of waiting) this.send(queued);
       if (waiting.length) this.dispatchEvent(new CustomEvent("flushed", { detail: waiting }));
     } else if (event.type === "session.updated" && this.session !== null) {
       this.session = { ...this.session, mode: event.mode }; // a resume keeps the current mode
+    } else if (event.type === "session.moving") {
+      // The node is draining: the same session goes on at another node behind this URL.
+      this.session = { ...this.session, resume_token: event.resume_token };
+      this.dispatchEvent(new CustomEvent("server", { detail: event }));
+      this.drop();
+      this.moving = true;
+      this.dropAt = this.clock();
+      this.attempt = 0;
+      this.scheduleResume({ code: 1012 }, Math.max(0, Number(event.retry_after_ms) || 0));
+      return;
     } else if (event.type === "session.ended") {
       this.closing = true;
       this.dispatchEvent(new CustomEvent("server", { detail: event }));
@@ -194,9 +208,9 @@ export class GatewayConnection extends EventTarget {
     this.scheduleResume(close);
   }
 
-  scheduleResume(close) {
+  scheduleResume(close, firstDelay = null) {
     const elapsed = this.clock() - this.dropAt;
-    const delay = reconnectDelay(this.attempt, elapsed);
+    const delay = firstDelay ?? reconnectDelay(this.attempt, elapsed);
     if (delay === null) {
       this.setState("failed", {
         message: `the connection was lost (${close.code}) and could not be resumed within ${RESUME_WINDOW_MS / 1000} s`,
@@ -204,7 +218,7 @@ export class GatewayConnection extends EventTarget {
       return;
     }
     this.attempt += 1;
-    this.setState("reconnecting", { attempt: this.attempt, code: close.code });
+    this.setState("reconnecting", { attempt: this.attempt, code: close.code, moving: this.moving });
     this.timer = setTimeout(() => {
       if (this.closing) return;
       const { session_id, resume_token } = this.session;

@@ -189,12 +189,28 @@ function onState(detail) {
     case "resumed":
       stats.resumes += 1;
       showStatus("live", `live · ${detail.session.mode}`);
-      showBanner("Connection restored: the session was resumed.", "good");
+      showBanner(
+        detail.moved
+          ? "The session moved to another server and goes on."
+          : "Connection restored: the session was resumed.",
+        "good",
+      );
+      if (detail.session.recovery && detail.session.recovery.lost_turn) {
+        showBanner(
+          `The server handling the session stopped; this was not answered: "${detail.session.recovery.lost_turn.text}". Send it again if you need to.`,
+          "bad",
+        );
+      }
       break;
     case "reconnecting":
       // What is queued still plays, and a reply in progress goes on after the resume.
       showStatus("reconnecting", `reconnecting (attempt ${detail.attempt})…`);
-      showBanner(`Connection lost (${detail.code}). Reconnecting to resume the session…`, "bad");
+      showBanner(
+        detail.moving
+          ? "The server is restarting: the session is being moved to another server…"
+          : `Connection lost (${detail.code}). Reconnecting to resume the session…`,
+        detail.moving ? "" : "bad",
+      );
       break;
     case "ended":
       showStatus("ended", "session ended");

@@ -147,3 +147,28 @@ def test_bad_commands_get_a_message_and_other_lines_are_messages() -> None:
     assert parse_command("/approve [1]", state) == "modified arguments must be a JSON object"
     assert parse_command('/tool get_current_time {"timezone":"UTC"}', state) is None
     assert parse_command("approve", state) is None
+
+
+def test_a_move_and_a_resume_are_shown_with_what_a_lost_node_did_not_answer() -> None:
+    state = ChatState()
+    moving = {"type": "session.moving", "session_id": "s", "resume_token": "t", "reason": "drain"}
+    assert render(moving, state) == (
+        "  [chat] the gateway is moving this session to another node…\n",
+        False,
+    )
+    resumed = {"type": "session.started", "session_id": "s", "resumed": True, "mode": "text"}
+    assert render(resumed, state) == ("resumed: session s\n", True)
+    recovered = {
+        **resumed,
+        "recovery": {
+            "reason": "node_lost",
+            "lost_turn": {"text": "book it"},
+            "failed_calls": ["call_1"],
+        },
+    }
+    assert render(recovered, state) == (
+        "resumed: session s\n"
+        "  [chat] the node serving it stopped: not answered: book it\n"
+        "  [chat] tool call call_1 stopped with that node\n",
+        True,
+    )
