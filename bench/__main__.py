@@ -5,6 +5,8 @@
   ``--provider gemini`` runs the older direct-vs-gateway bench on the Gemini fake;
 - ``capacity``: the session ramp, knee, setup time, memory (``bench.suite_capacity``);
 - ``dispatch``: tool dispatch overhead (``bench.dispatch_bench``);
+- ``scale``: session setup and resume with Redis, relay CPU with Redis on and off, one worker
+  against two (``bench.suite_scale``; needs ``redis-server``);
 - ``all``: relay, capacity, dispatch, then the plots in ``docs/bench/`` (``bench.suite_all``).
 
 ``--quick`` shrinks every plan to a smoke run (1 rep, 3 s, 10 sessions).
@@ -20,7 +22,7 @@ from pathlib import Path
 from bench import gateway_bench, registry_bench
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBCOMMANDS = ["registry", "gateway", "relay", "capacity", "dispatch", "all"]
+SUBCOMMANDS = ["registry", "gateway", "relay", "capacity", "dispatch", "scale", "all"]
 
 
 def _counts(text: str) -> list[int]:
@@ -134,6 +136,11 @@ def main(argv: list[str] | None = None) -> int:
         from bench import dispatch_bench
 
         return dispatch_bench.main(args.out, quick=args.quick)
+    if args.target == "scale":
+        from bench import suite_scale
+
+        splan = suite_scale.ScalePlan.quick() if args.quick else suite_scale.ScalePlan()
+        return suite_scale.main(ROOT, args.out, splan)
     from bench import suite_all
 
     return suite_all.main(ROOT, args.out, args.docs, quick=args.quick)

@@ -41,6 +41,7 @@ __all__ = [
     "start_fake_upstream",
     "start_gateway",
     "start_gemini_fake",
+    "start_redis",
     "take_snapshot",
     "wait_for_log_line",
     "wait_until_ready",
@@ -165,6 +166,30 @@ def start_gemini_fake(
         child.stop()
         raise
     return child, line.split("listening ", 1)[1].strip(), ca_file
+
+
+def start_redis(log_dir: Path, timeout_s: float = 10.0) -> tuple[ChildProcess, str]:
+    """Debian's ``redis-server`` on a free loopback port, without persistence; returns it and
+    its URL. Raises ``RuntimeError`` when it is not installed."""
+    import shutil
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
+    port = free_port()
+    folder = log_dir / "redis"
+    folder.mkdir(parents=True, exist_ok=True)
+    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly"]
+    argv += ["no", "--dir", str(folder)]
+    child = ChildProcess("redis", argv, os.environ, log_dir / "redis.log")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        child.ensure_alive()
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return child, f"redis://127.0.0.1:{port}/0"
+        time.sleep(0.02)
+    child.stop()
+    raise TimeoutError(f"redis-server did not listen on {port} in {timeout_s:.0f} s")
 
 
 def gateway_env_openai(upstream_url: str) -> dict[str, str]:

@@ -4,7 +4,10 @@
 at different ``session.start`` rates), each stopped by the caller's ``ExitStack``. Before each
 run ``place`` pins the relaying process (with its descendants) alone to the relay core and every
 other process, the load generator included, to the load core; for ``direct`` the fake itself is
-the relaying process. The client hop's compression is probed once per target (``probe``): what
+the relaying process. With ``pin=False`` nothing is pinned: every process, the load generator
+included, shares every core (``scripts/bench scale``'s workers comparison). The rows on Redis
+(``gateway_redis``, ``gateway_w2``) share one ``redis-server`` the fleet starts, each on a key
+prefix of its own. The client hop's compression is probed once per target (``probe``): what
 the server agreed to when offered what the load generator will offer.
 """
 
@@ -29,9 +32,10 @@ from bench.relay_procs import (
     plan_cores,
     start_fake_upstream,
     start_gateway,
+    start_redis,
 )
 from bench.suite_procs import pin_tree, process_tree
-from bench.suite_targets import SPECS, TargetSpec
+from bench.suite_targets import REDIS_TARGETS, SPECS, TargetSpec
 
 __all__ = ["Endpoint", "Fleet"]
 
@@ -68,9 +72,13 @@ class Fleet:
         stack: contextlib.ExitStack,
         *,
         baseline: Path | None = None,
+        pin: bool = True,
     ) -> Fleet:
         fleet = cls(root, log_dir)
-        fleet.cores, fleet.pin_note = plan_cores()
+        if pin:
+            fleet.cores, fleet.pin_note = plan_cores()
+        else:
+            fleet.pin_note = "not pinned: every process shares every core"
         # pin_all confines this process to the load core; what runs after the fleet (the
         # dispatch phase of `all`, in a child process that inherits it) needs every core again.
         stack.callback(os.sched_setaffinity, 0, os.sched_getaffinity(0))
@@ -95,8 +103,13 @@ class Fleet:
                 fleet.children[key] = peer.child
                 if peer.versions:
                     fleet.versions[key] = peer.versions
+        redis_url = None
+        if needed & set(REDIS_TARGETS):
+            redis, redis_url = start_redis(log_dir)
+            stack.callback(redis.stop)
+            fleet.children["redis"] = redis
         gateway_urls: dict[str, str] = {}
-        for key in ("gateway", "gateway_base"):
+        for key in ("gateway", "gateway_base", *REDIS_TARGETS):
             if key not in needed:
                 continue
             source = baseline if key == "gateway_base" else None
@@ -105,12 +118,19 @@ class Fleet:
             env = gateway_env_openai(fake_url)
             if source is not None:
                 env["GATEWAY_REGISTRY"] = str(source / "build" / "tool_registry.json")
+            if key in REDIS_TARGETS:
+                assert redis_url is not None
+                env |= {"GATEWAY_REDIS_URL": redis_url, "GATEWAY_REDIS_PREFIX": f"bench-{key}"}
+                env["GATEWAY_WORKERS"] = str(REDIS_TARGETS[key])
             (log_dir / f"{key}-data").mkdir(exist_ok=True)
             gateway, http_url = start_gateway(
                 env, log_dir / f"{key}-data", log_dir, name=key, source=source
             )
             stack.callback(gateway.stop)
             fleet.children[key] = gateway
+            if REDIS_TARGETS.get(key, 1) > 1:
+                assert redis_url is not None
+                _wait_for_nodes(redis_url, f"bench-{key}", REDIS_TARGETS[key], gateway)
             gateway_urls[key] = http_url.replace("http://", "ws://", 1) + "/v1/session"
         for target in targets:
             spec = SPECS[target]
@@ -173,6 +193,26 @@ class Fleet:
             "peer_versions": self.versions,
             "client_hop_compression_agreed": self.client_compression,
         }
+
+
+def _wait_for_nodes(url: str, prefix: str, count: int, supervisor: ChildProcess) -> None:
+    """Every worker of a ``--workers N`` gateway is up: N live nodes under its prefix."""
+    import time
+
+    import redis
+
+    client = redis.Redis.from_url(url, decode_responses=True)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            supervisor.ensure_alive()
+            nodes = [str(n) for n in client.hkeys(f"{prefix}:nodes")]
+            if sum(bool(client.exists(f"{prefix}:node:{n}")) for n in nodes) >= count:
+                return
+            time.sleep(0.1)
+        raise TimeoutError(f"{supervisor.name}: {count} workers were not up in 30 s")
+    finally:
+        client.close()
 
 
 async def _probe(endpoint: Endpoint) -> str:

@@ -55,6 +55,7 @@ def open_suite(
     *,
     deadline: float | None = None,
     baseline: Path | None = None,
+    pin: bool = True,
 ) -> Iterator[Suite]:
     """goload built, the fleet for ``targets`` started (logs in ``<out>/logs``), all stopped on
     the way out, SIGTERM included. ``baseline``: the worktree ``gateway_base`` runs from."""
@@ -66,7 +67,7 @@ def open_suite(
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         with contextlib.ExitStack() as stack:
-            fleet = Fleet.start(root, log_dir, targets, stack, baseline=baseline)
+            fleet = Fleet.start(root, log_dir, targets, stack, baseline=baseline, pin=pin)
             runner = Runner(fleet, binary, deadline=deadline)
             runner.prime(targets)
             print(

@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_TARGETS",
     "FRAME_MS",
     "OPTIONAL_TARGETS",
+    "REDIS_TARGETS",
     "SPECS",
     "TargetSpec",
     "gateway_start",
@@ -173,6 +174,26 @@ SPECS: dict[str, TargetSpec] = {
             ),
         ),
         TargetSpec(
+            "gateway_redis",
+            "gateway",
+            "gateway_redis",
+            "ours with GATEWAY_REDIS_URL: sessions recorded in a local redis-server (scale)",
+            compression=(
+                ("client → gateway", _OFF),
+                ("gateway → fake", "off (the openai SDK's default)"),
+            ),
+        ),
+        TargetSpec(
+            "gateway_w2",
+            "gateway",
+            "gateway_w2",
+            "ours as gateway serve --workers 2 on Redis: two worker processes, one port (scale)",
+            compression=(
+                ("client → gateway", _OFF),
+                ("gateway → fake", "off (the openai SDK's default)"),
+            ),
+        ),
+        TargetSpec(
             "gateway_deflate",
             "gateway",
             "gateway",
@@ -186,8 +207,11 @@ SPECS: dict[str, TargetSpec] = {
     )
 }
 ALL_TARGETS: tuple[str, ...] = tuple(SPECS)
-# Rows that need an option to exist (``gateway_base``: ``--baseline REV``); not run by default.
-OPTIONAL_TARGETS = frozenset({"gateway_base"})
+# Rows not run by default: ``gateway_base`` needs ``--baseline REV``; the Redis rows belong to
+# ``scripts/bench scale``.
+OPTIONAL_TARGETS = frozenset({"gateway_base", "gateway_redis", "gateway_w2"})
+# The gateway rows that share sessions through Redis, and their worker processes.
+REDIS_TARGETS = {"gateway_redis": 1, "gateway_w2": 2}
 DEFAULT_TARGETS: tuple[str, ...] = tuple(t for t in SPECS if t not in OPTIONAL_TARGETS)
 
 
