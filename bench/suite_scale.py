@@ -9,10 +9,11 @@ gives, side by side in one run, every gateway on the OpenAI fake (echo mode).
 3. Relay CPU per frame pair at 100 sessions × 50 frames/s, Redis off (``gateway``) and on
    (``gateway_redis``): the relay suite's runs, pinned as it pins them (the gateway alone on one
    core, everything else on the other).
-4. Saturation: the capacity ramp (every frame back, p99 added over ``direct`` ≤ 10 ms) of one
-   worker against ``--workers 2``, both on Redis, with *nothing pinned*: on a 2-core machine the
-   load generator and the fake share the cores with the workers, so this is what this machine
-   carries, not what two cores of gateway carry.
+4. Saturation: one worker against ``--workers 2``, both on Redis, at rising session counts
+   (every level for both, alternating order; latency added over ``direct`` at the same level),
+   with *nothing pinned*: on a 2-core machine the Go load generator, the fake and Redis share
+   the cores with the workers, so this is what this machine carries, not what two cores of
+   gateway would.
 
 Results: tables on stdout, ``<out>/scale.json``.
 """
@@ -30,10 +31,11 @@ import aiohttp
 import orjson
 
 from bench.relay_procs import gateway_env_openai, start_fake_upstream, start_gateway, start_redis
-from bench.suite_capacity import CapacityPlan, run_capacity
+from bench.suite_capacity import CapacityPlan
 from bench.suite_relay import LoadLevel, RelayPlan, run_relay
 from bench.suite_report import cell, markdown_table
-from bench.suite_session import open_suite, write_json
+from bench.suite_session import machine_info, open_suite, write_json
+from bench.suite_stats import latest
 
 __all__ = ["ScalePlan", "main"]
 
@@ -43,10 +45,10 @@ class ScalePlan:
     setups: int = 400  # per store
     block: int = 25  # setups in a row on one store before switching
     resumes: int = 150  # per place (other node, same node)
-    relay_reps: int = 3
-    relay_seconds: float = 5.0
+    relay_reps: int = 5
+    relay_seconds: float = 8.0
     relay_sessions: int = 100
-    levels: tuple[int, ...] = (100, 200, 300, 400, 500, 600)
+    levels: tuple[int, ...] = (50, 100, 200, 300, 400)
     level_seconds: float = 5.0
 
     @classmethod
@@ -201,16 +203,46 @@ def run_scale(root: Path, out: Path, plan: ScalePlan) -> dict[str, Any]:
     with open_suite(root, out, list(relay_plan.targets)) as suite:
         relay = run_relay(suite, relay_plan)
     report["relay"] = {"machine": relay["machine"], "summary": relay["summary"]["load"]}
-    capacity_plan = CapacityPlan(
+    sweep = CapacityPlan(
         targets=("direct", "gateway_redis", "gateway_w2"),
         levels=plan.levels,
         seconds=plan.level_seconds,
     )
-    with open_suite(root, out, list(capacity_plan.targets), pin=False) as suite:
-        capacity = run_capacity(suite, capacity_plan)
-    report["workers"] = {"machine": capacity["machine"], "summary": capacity["summary"]}
+    runs = [sweep.run(t, n) for n in plan.levels for t in sweep.targets]
+    with open_suite(root, out, list(sweep.targets), pin=False) as suite:
+        suite.runner.plan(runs)
+        suite.total += len(runs)
+        records: list[dict[str, Any]] = []
+        for index, sessions in enumerate(plan.levels):
+            racing = ["gateway_redis", "gateway_w2"]
+            for target in ["direct", *(racing if index % 2 == 0 else racing[::-1])]:
+                records += suite.measure(sweep.run(target, sessions))
+        machine = machine_info(suite.fleet)
+    report["workers"] = {"machine": machine, "levels": sweep_rows(records, plan.levels)}
     report["elapsed_s"] = round(time.monotonic() - began, 1)
     return report
+
+
+def sweep_rows(records: list[dict[str, Any]], levels: tuple[int, ...]) -> list[dict[str, Any]]:
+    """Per level and worker count: p50/p99 added over ``direct`` at that level, frames lost."""
+    current = latest(records)
+    rows = []
+    for sessions in levels:
+        at = {r["target"]: r for r in current if int(r["sessions"]) == sessions}
+        direct = at.get("direct", {})
+        for target in ("gateway_redis", "gateway_w2"):
+            record = at.get(target)
+            if record is None:
+                continue
+            row: dict[str, Any] = {"sessions": sessions, "target": target}
+            for key in ("p50_ms", "p99_ms"):
+                mine, base = record.get(key), direct.get(key)
+                row[f"added_{key}"] = None if mine is None or base is None else mine - base
+            row["lost"] = int(record.get("lost", 0)) + int(record.get("connect_failed", 0))
+            row["sent"] = int(record.get("sent", 0))
+            row["cpu_us_per_frame"] = record.get("relay_cpu_us_per_frame")
+            rows.append(row)
+    return rows
 
 
 def _ms(stats: dict[str, float]) -> tuple[str, str]:
@@ -259,27 +291,34 @@ def render(report: dict[str, Any]) -> str:
             )
             + ratio
         )
-    workers = report["workers"]["summary"]
+    workers = report["workers"]
+    rows = []
+    for row in workers["levels"]:
+        added = [row["added_p50_ms"], row["added_p99_ms"]]
+        shown = ["–" if value is None else f"{value:.2f}" for value in added]
+        lost = f"{row['lost']}/{row['sent']}" if row["lost"] else "0"
+        cpu = row["cpu_us_per_frame"]
+        name = "1 worker" if row["target"] == "gateway_redis" else "2 workers"
+        rows.append(
+            [str(row["sessions"]), name, *shown, lost, "–" if cpu is None else f"{cpu:.0f}"]
+        )
     parts.append(
         "**Saturation, 1 worker against 2** (both on Redis; nothing pinned: the Go load "
         "generator, the fake and Redis share this machine's "
-        f"{report['workers']['machine']['cpu_count']} cores with the workers)\n\n"
+        f"{workers['machine']['cpu_count']} cores with the workers)\n\n"
         + markdown_table(
-            ["target", "knee (sessions at 50 frames/s)", "levels passed", "setup p50 / p99 ms"],
             [
-                [
-                    row["target"],
-                    "–" if row["knee_sessions"] is None else str(row["knee_sessions"]),
-                    ", ".join(str(s["sessions"]) for s in row["levels"] if s["passed"]) or "none",
-                    f"{row['setup_p50_ms'] or 0:.1f} / {row['setup_p99_ms'] or 0:.1f}",
-                ]
-                for row in workers
-                if row["target"] != "direct"
+                "sessions × 50 frames/s",
+                "gateway",
+                "p50 added ms",
+                "p99 added ms",
+                "frames lost",
+                "CPU µs / frame pair (all workers)",
             ],
+            rows,
         )
-        + "\n\nknee: the last level of the unbroken run from the bottom where every frame came "
-        "back and p99 added over direct was ≤ 10 ms; levels "
-        f"{report['plan']['levels']}, {report['plan']['level_seconds']:g} s each.",
+        + f"\n\nadded: over direct at the same level, same run; {report['plan']['level_seconds']:g}"
+        " s per level."
     )
     return "\n\n".join(parts)
 
