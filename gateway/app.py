@@ -44,8 +44,8 @@ def build_server(
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     clock = SystemClock()
     metrics = Metrics(tool_ids=(spec.tool_id for spec in registry.tools()))
-    store = store if store is not None else build_store(settings, clock)
-    node_id = settings.node_id or new_node_id()
+    store = store if store is not None else build_store(settings, clock, metrics.store_error)
+    node_id = new_node_id(settings.node_id)
     manager = SessionManager(
         settings=settings,
         registry=registry,
@@ -79,8 +79,11 @@ def build_server(
     )
 
 
-def build_store(settings: Settings, clock: Clock) -> SessionStore:
-    """Redis when ``GATEWAY_REDIS_URL`` is set (imported only then), else in memory."""
+def build_store(
+    settings: Settings, clock: Clock, on_error: Callable[[str], None] = lambda op: None
+) -> SessionStore:
+    """Redis when ``GATEWAY_REDIS_URL`` is set (imported only then), else in memory;
+    ``on_error`` hears of every operation the store failed (by name)."""
     if settings.redis_url is None:
         return MemoryStore(clock)
     from gateway.store.redis import RedisStore
@@ -90,6 +93,7 @@ def build_store(settings: Settings, clock: Clock) -> SessionStore:
         prefix=settings.redis_prefix,
         timeout_s=settings.store_timeout_s,
         clock=clock,
+        on_error=on_error,
     )
 
 

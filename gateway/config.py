@@ -70,7 +70,8 @@ class Settings(BaseSettings):
     node_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.:-]{1,80}$")
     # A node whose heartbeat is this old is dead: its sessions can be taken over.
     lease_ttl_s: float = Field(default=10.0, ge=0.5)
-    # One call to the shared store waits at most this long before it counts as unavailable.
+    # A socket operation on the shared store waits this long; a call (one retry) at most twice
+    # this, then the store counts as unavailable.
     store_timeout_s: float = Field(default=1.0, gt=0)
     # Open sessions per user across every node (0: no cap).
     max_sessions_per_user: int = Field(default=0, ge=0)

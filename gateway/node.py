@@ -8,7 +8,8 @@ it knows of the shared store's health.
 - Messages from other nodes (``release``, ``moved``, ``released``, ``ledger``) go to
   ``on_message``.
 - While the store cannot be reached, ``available`` is False (``/readyz`` says degraded), the
-  failures are counted, and the heartbeat retries with backoff until it answers again; then
+  store counts the failures, and the heartbeat retries every third of a lease (at most every
+  2 s) until it answers again; then
   ``on_store_back`` records this node's sessions again (a Redis without persistence restarts
   empty).
 """
@@ -35,9 +36,13 @@ _log = structlog.get_logger("node")
 BACKOFF_MAX_S = 2.0
 
 
-def new_node_id() -> str:
-    host = socket.gethostname().split(".")[0][:40] or "node"
-    return f"{host}-{os.getpid()}-{secrets.token_hex(2)}"
+def new_node_id(name: str | None = None) -> str:
+    """This process's id in the cluster: ``GATEWAY_NODE_ID`` (else host and pid) and a random
+    suffix. Every process start is a new node, so a process that restarts under the same
+    name does not pass for its predecessor: the sessions of the one that died are recovered
+    (lost turn, failed calls) instead of looking owned by a live node."""
+    base = name or f"{socket.gethostname().split('.')[0][:40] or 'node'}-{os.getpid()}"
+    return f"{base}.{secrets.token_hex(3)}"
 
 
 class NodeRuntime:
@@ -98,7 +103,6 @@ class NodeRuntime:
             try:
                 await self.store.heartbeat(self.node_id, self.lease_ttl_s)
             except StoreUnavailable as exc:
-                self._metrics.store_error("heartbeat")
                 self._set_available(False, str(exc))
                 delay = min(max(delay * 2, 0.1), BACKOFF_MAX_S, interval)
                 continue
@@ -129,6 +133,5 @@ class NodeRuntime:
                         _log.exception("bus_message_failed", kind=message.get("type"))
                 return  # the store closed
             except StoreUnavailable:
-                self._metrics.store_error("subscribe")
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, BACKOFF_MAX_S)

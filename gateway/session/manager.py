@@ -40,6 +40,7 @@ from gateway.session.outbound import Outbound
 from gateway.session.refusals import StartRefused, store_unavailable
 from gateway.session.resume import Resumes
 from gateway.session.session import Session, SessionUser
+from gateway.session.toolflow import CONFIRMATION_KEY_MARGIN_S
 from gateway.store import (
     Fenced,
     SessionRecord,
@@ -145,6 +146,14 @@ class SessionManager:
                 )
             )
 
+    async def keep_slot(self, session: Session) -> None:
+        """The user's slot names this node (a resumed session; a store that restarted empty)."""
+        if self.settings.max_sessions_per_user > 0:
+            with contextlib.suppress(StoreUnavailable):
+                await self.store.keep_user_slot(
+                    session.user.user_id, session.session_id, self.node_id
+                )
+
     async def release_slot(self, user: SessionUser, session_id: str) -> None:
         if self.settings.max_sessions_per_user > 0:
             with contextlib.suppress(StoreUnavailable):
@@ -178,6 +187,7 @@ class SessionManager:
             epoch=epoch,
             on_boundary=self._boundary if self.store.shared else None,
             on_lost=self._lost,
+            on_end=self._free_in_store,
         )
         session.attach(outbound)
         self.sessions[session_id] = session
@@ -320,14 +330,22 @@ class SessionManager:
 
     async def reassert_all(self) -> None:
         """The store is back, perhaps empty: each session here is recorded again (its owner's
-        next write re-registers a missing record; a tombstone or a newer owner fences it)."""
+        next write re-registers a missing record; a tombstone or a newer owner fences it), with
+        its open confirmations and its user's slot. (Ledger entries it lost are written again
+        when their calls finish: ``ledger_finish``.)"""
         for session in list(self.sessions.values()):
             if session.ended.is_set() or session.ownership.handed_off:
                 continue
             parked = session.outbound is None
             ttl_s = self.settings.resume_window_s if parked else self.live_ttl_s()
             try:
-                await session.ownership.save(session.snapshot(), parked=parked, ttl_s=ttl_s)
+                if not await session.ownership.save(session.snapshot(), parked=parked, ttl_s=ttl_s):
+                    return  # down again: the next recovery of the store does it all
+                now = self.clock.now()
+                for pending in session.conversation.book.pending():
+                    ttl = (pending.expires_at - now).total_seconds() + CONFIRMATION_KEY_MARGIN_S
+                    await session.ownership.open_confirmation(pending.confirmation_id, ttl)
+                await self.keep_slot(session)
             except Fenced:
                 session.lost()
 
@@ -362,11 +380,12 @@ class SessionManager:
         for task in self._loops.pop(session.session_id, ()):
             if task is not current and not task.done():
                 task.cancel()
-        if session.ownership.handed_off:
-            if session.tools.running():
-                self._finishing.add(session)
-                self._in_background(self._finish(session))
-            return
+        if session.ownership.handed_off and session.tools.running():
+            self._finishing.add(session)
+            self._in_background(self._finish(session))
+
+    async def _free_in_store(self, session: Session) -> None:
+        """The session ends here for good: its user's slot and its record go (a tombstone)."""
         await self.release_slot(session.user, session.session_id)
         with contextlib.suppress(StoreUnavailable):
             await self.store.end(session.session_id, session.ownership.epoch)

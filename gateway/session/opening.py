@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
 from gateway.clock import Clock
@@ -156,6 +156,7 @@ async def open_session(
     epoch: int,
     on_boundary: Callable[[Session], None] | None,
     on_lost: Callable[[Session], None],
+    on_end: Callable[[Session], Awaitable[None]],
 ) -> Session:
     """Connect the upstream and build the session (not attached, no loops yet)."""
     transport = await _connect(setup, user, session_id, event_id, settings, registry, transports)
@@ -188,13 +189,13 @@ async def open_session(
             session_id=session_id,
             node=node_id,
             epoch=epoch,
-            on_store_error=metrics.store_error,
             record_ttl_s=settings.max_duration_s + settings.resume_window_s,
         ),
         client_events_per_s=settings.client_events_per_s,
         client_events_burst=settings.client_events_burst,
         on_boundary=on_boundary,
         on_lost=on_lost,
+        on_end=on_end,
     )
     session.upstream_ready()
 

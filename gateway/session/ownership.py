@@ -4,7 +4,8 @@ must be made as its owner (the tool-call ledger, confirmations, snapshots).
 Every write checks the epoch in the store; a node that lost the session gets ``Fenced`` and must
 do nothing more for it. When the store cannot be reached (``StoreUnavailable``), the session
 goes on here: no other node can take it over without the store either; ledger and confirmation
-writes are skipped (counted, logged), so that a Redis restart costs live sessions nothing.
+writes are skipped (logged; the store counts its failures), so that a Redis restart costs live
+sessions nothing.
 
 When the store answers that it has no record of the session at all (it restarted empty: Redis
 runs without persistence), the owner registers the session again from what it holds (the
@@ -52,7 +53,6 @@ class Ownership:
         session_id: str,
         node: str,
         epoch: int = 1,
-        on_store_error: Callable[[str], None] = lambda op: None,
         record_of: Callable[[], SessionRecord] | None = None,
         record_ttl_s: float = 3600.0,
     ) -> None:
@@ -61,14 +61,13 @@ class Ownership:
         self.node = node
         self.epoch = epoch
         self.handed_off = False
-        self._on_store_error = on_store_error
         self.record_of = record_of
         self._record_ttl_s = record_ttl_s
         # Calls this node waits for (started elsewhere): woken by a bus message.
         self._finished: dict[str, asyncio.Event] = {}
 
     def _unavailable(self, op: str) -> None:
-        self._on_store_error(op)
+        """Gone on without the store (the store counted the failure)."""
         _log.warning("store_unavailable", op=op, session_id=self.session_id)
 
     async def _as_owner(self, write: Callable[[], Awaitable[T]]) -> T:
@@ -128,7 +127,9 @@ class Ownership:
     async def take_confirmation(self, confirmation_id: str) -> bool:
         """True when this node closes it (approve, reject, expiry): exactly one node does."""
         try:
-            return await self.store.take_confirmation(self.session_id, self.epoch, confirmation_id)
+            return await self._as_owner(
+                lambda: self.store.take_confirmation(self.session_id, self.epoch, confirmation_id)
+            )
         except StoreUnavailable:
             self._unavailable("take_confirmation")
             return True  # nobody else can take it without the store either

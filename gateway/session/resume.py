@@ -96,6 +96,8 @@ class ManagerView(Protocol):
 
     async def release_local(self, session: Session) -> None: ...
 
+    async def keep_slot(self, session: Session) -> None: ...
+
 
 class Resumes:
     def __init__(self, manager: ManagerView) -> None:
@@ -150,6 +152,7 @@ class Resumes:
         token_hash = hash_token(start.resume.resume_token)
         recovery: Recovery | None = None
         session = self._take_over(session_id, token_hash, user)
+        claimed = session is None
         if session is None:
             try:
                 session, recovery = await self._claim(session_id, token_hash, user, outbound, start)
@@ -169,6 +172,8 @@ class Resumes:
         session.attach(outbound)
         m.metrics.resumes.inc()
         await m.announce(session, resumed=True, recovery=recovery)
+        if claimed and m.store.shared:
+            await m.keep_slot(session)  # the user's open sessions: counted on this node now
         return session
 
     def _take_over(self, session_id: str, token_hash: str, user: SessionUser) -> Session | None:

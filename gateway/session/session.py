@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -87,10 +87,12 @@ class Session:
         client_events_burst: int = 60,
         on_boundary: Callable[[Session], None] | None = None,
         on_lost: Callable[[Session], None] | None = None,
+        on_end: Callable[[Session], Awaitable[None]] | None = None,
     ) -> None:
         """``setup`` is a fresh snapshot for a new session, or a stored one being resumed.
         ``on_boundary``: a turn began or ended (a snapshot is due); ``on_lost``: another node
-        owns the session now."""
+        owns the session now; ``on_end``: it is ending here for good (awaited before the client
+        hears ``session.ended``, so that what it held in the store is free by then)."""
         self.session_id = session_id
         self.user = user
         self.registry = registry
@@ -109,12 +111,14 @@ class Session:
         self.end_reason: EndReason | None = None
         self.started_at = clock.monotonic()
         self._closing: asyncio.Task[None] | None = None
+        self._ending: asyncio.Task[None] | None = None
         self._log = _log.bind(session_id=session_id, user_id=user.user_id)
         self.ownership = ownership
         # A phone call's media stream cannot move to another node (a drain lets it finish).
         self.movable = True
         self._on_boundary = on_boundary
         self._on_lost = on_lost
+        self._on_end = on_end
         wiring = ToolWiring(
             self, registry, runner, clock, metrics, transport, self.conversation, ownership
         )
@@ -277,18 +281,31 @@ class Session:
     # -- the end -----------------------------------------------------------------------------
 
     async def end(self, reason: EndReason, detail: str | None = None) -> None:
+        """End the session, once: a second call waits for the first. It runs in its own task:
+        whoever called may be cancelled, the upstream (a billed provider socket) still gets
+        closed."""
+        if self._ending is None:
+            self._ending = asyncio.create_task(self._end(reason, detail))
+        await asyncio.shield(self._ending)
+
+    async def _end(self, reason: EndReason, detail: str | None) -> None:
         if self.ended.is_set():
             return
+        if self._on_end is not None and not self.ownership.handed_off:
+            try:  # before the client hears of it: what the session held is free by then
+                await self._on_end(self)
+            except Exception:  # ending must not fail: the store's copy expires anyway
+                self._log.exception("session_end_hook_failed")
+            if self.ended.is_set():  # handed off meanwhile
+                return
         self.state = transition(self.state, "end")
         self.end_reason = reason
         self.ended.set()
         self.metrics.sessions_ended.labels(reason.value).inc()
         self.emit(SessionEnded(reason=reason, detail=detail))
         self.tools.stop()
-        # The close runs in its own task: whoever called end() may be cancelled, the upstream
-        # (a billed provider socket) still gets closed.
         self._closing = asyncio.create_task(self._close_upstream(reason))
-        await asyncio.shield(self._closing)
+        await self._closing
 
     async def hand_off(self) -> None:
         """The session goes on elsewhere (drained, or taken over): nothing more reaches the

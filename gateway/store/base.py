@@ -190,8 +190,9 @@ class SessionStore(Protocol):
         force: bool = False,
     ) -> Claim:
         """Take a session over for ``node``: a parked one at once; a live one whose owner is
-        dead (its heartbeat gone; the snapshot no older than ``window_s`` plus the lease) as a
-        recovery; a live one whose owner is alive only with ``force`` (after asking it)."""
+        dead (its heartbeat gone, and ``window_s`` not passed since the later of its last
+        snapshot and its owner's last heartbeat) as a recovery; a live one whose owner is alive
+        only with ``force`` (after asking it)."""
         ...
 
     async def end(self, session_id: str, epoch: int) -> None:
@@ -225,14 +226,15 @@ class SessionStore(Protocol):
     async def ledger_finish(
         self, session_id: str, call_id: str, envelope: Mapping[str, Any]
     ) -> str | None:
-        """Record a call's result (whoever owns the session now); returns the owner to tell."""
+        """Record a call's result (whoever owns the session now; also when the store lost the
+        call's entry, as an emptied Redis does); returns the owner to tell."""
         ...
 
     async def ledger_deliver(
         self, session_id: str, epoch: int, call_ids: Sequence[str]
     ) -> set[str]:
-        """The finished calls this owner may now give the model (each once). Raises
-        ``Fenced``."""
+        """Of the calls whose results this owner holds, those it may give the model now: every
+        one not delivered before (each reaches the model once). Raises ``Fenced``."""
         ...
 
     async def ledger_open(self, session_id: str) -> list[LedgerEntry]:
@@ -246,6 +248,11 @@ class SessionStore(Protocol):
     async def acquire_user_slot(
         self, user_id: str, session_id: str, node: str, limit: int
     ) -> bool: ...
+
+    async def keep_user_slot(self, user_id: str, session_id: str, node: str) -> None:
+        """The user's session runs on ``node`` now (resumed there, or recorded again after the
+        store restarted empty): counted, whatever the limit."""
+        ...
 
     async def release_user_slot(self, user_id: str, session_id: str) -> None: ...
 

@@ -205,10 +205,12 @@ class MemoryStore:
     async def ledger_finish(
         self, session_id: str, call_id: str, envelope: Mapping[str, Any]
     ) -> str | None:
-        entry = self._ledger.get(session_id, {}).get(call_id)
-        if entry is not None and entry.state is LedgerState.STARTED:
-            finished = replace(entry, state=LedgerState.FINISHED, envelope=dict(envelope))
-            self._ledger[session_id][call_id] = finished
+        ledger = self._ledger.setdefault(session_id, {})
+        entry = ledger.get(call_id)
+        if entry is None:  # an entry the store lost (as Redis may): the result is kept too
+            entry = LedgerEntry(call_id, "", LedgerState.STARTED, "", 0, self._unix())
+        if entry.state is LedgerState.STARTED:
+            ledger[call_id] = replace(entry, state=LedgerState.FINISHED, envelope=dict(envelope))
         record = self._get(session_id)
         return None if record is None else record.owner
 
@@ -216,11 +218,13 @@ class MemoryStore:
         self, session_id: str, epoch: int, call_ids: Sequence[str]
     ) -> set[str]:
         self._owned(session_id, epoch)
-        ledger = self._ledger.get(session_id, {})
+        ledger = self._ledger.setdefault(session_id, {})
         delivered: set[str] = set()
-        for call_id in call_ids:
+        for call_id in call_ids:  # the owner holds each result: deliverable unless delivered
             entry = ledger.get(call_id)
-            if entry is not None and entry.state is LedgerState.FINISHED:
+            if entry is None:
+                entry = LedgerEntry(call_id, "", LedgerState.FINISHED, "", epoch, self._unix())
+            if entry.state is not LedgerState.DELIVERED:
                 ledger[call_id] = replace(entry, state=LedgerState.DELIVERED)
                 delivered.add(call_id)
         return delivered
@@ -244,6 +248,9 @@ class MemoryStore:
             return False
         slots[session_id] = node
         return True
+
+    async def keep_user_slot(self, user_id: str, session_id: str, node: str) -> None:
+        self._users.setdefault(user_id, {})[session_id] = node
 
     async def release_user_slot(self, user_id: str, session_id: str) -> None:
         slots = self._users.get(user_id)

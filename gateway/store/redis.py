@@ -54,6 +54,10 @@ from gateway.store.serial import snapshot_from_json, snapshot_to_json
 
 __all__ = ["RedisStore"]
 
+# How long a node that stopped beating stays in the nodes hash (its last heartbeat tells a
+# resume how long ago it died); ids are per process, so the hash is pruned.
+NODES_KEPT_S = 86400
+
 T = TypeVar("T")
 _UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError, asyncio.TimeoutError)
 
@@ -65,11 +69,20 @@ def _text(value: Any) -> str:
 class RedisStore:
     shared = True
 
-    def __init__(self, client: redis.Redis, *, prefix: str, timeout_s: float, clock: Clock) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        prefix: str,
+        timeout_s: float,
+        clock: Clock,
+        on_error: Callable[[str], None] = lambda op: None,
+    ) -> None:
         self._r = client
         self._p = prefix
         self._timeout_s = timeout_s
         self._clock = clock
+        self._on_error = on_error  # every failed operation, by name (a metric)
         self._scripts = {
             name: client.register_script(getattr(lua, name))
             for name in lua.__all__  # one EVALSHA each (EVAL once after a Redis restart)
@@ -77,7 +90,15 @@ class RedisStore:
         self._closed = asyncio.Event()
 
     @classmethod
-    def from_url(cls, url: str, *, prefix: str, timeout_s: float, clock: Clock) -> RedisStore:
+    def from_url(
+        cls,
+        url: str,
+        *,
+        prefix: str,
+        timeout_s: float,
+        clock: Clock,
+        on_error: Callable[[str], None] = lambda op: None,
+    ) -> RedisStore:
         client = redis.Redis.from_url(
             url,
             socket_timeout=timeout_s,
@@ -85,7 +106,7 @@ class RedisStore:
             retry=Retry(ExponentialBackoff(cap=0.05, base=0.01), retries=1),
             health_check_interval=10,
         )
-        return cls(client, prefix=prefix, timeout_s=timeout_s, clock=clock)
+        return cls(client, prefix=prefix, timeout_s=timeout_s, clock=clock, on_error=on_error)
 
     # -- plumbing --------------------------------------------------------------------------------
 
@@ -97,10 +118,12 @@ class RedisStore:
             async with asyncio.timeout(self._timeout_s * 2):
                 return await work()
         except _UNREACHABLE as exc:
+            self._on_error(op)
             raise StoreUnavailable(
                 f"the shared store did not answer ({op}: {type(exc).__name__})"
             ) from None
         except RedisError as exc:  # e.g. a Redis that is loading its data, or read-only
+            self._on_error(op)
             raise StoreUnavailable(
                 f"the shared store refused {op} ({type(exc).__name__})"
             ) from None
@@ -123,14 +146,8 @@ class RedisStore:
 
     async def heartbeat(self, node: str, ttl_s: float) -> None:
         now = self._unix()
-
-        async def beat() -> None:
-            async with self._r.pipeline(transaction=False) as pipe:
-                pipe.set(self._key("node", node), str(now), px=int(ttl_s * 1000))
-                pipe.hset(self._key("nodes"), node, str(now))
-                await pipe.execute()
-
-        await self._do("heartbeat", beat)
+        keys = [self._key("node", node), self._key("nodes")]
+        await self._script("HEARTBEAT", keys, [node, repr(now), int(ttl_s * 1000), NODES_KEPT_S])
 
     async def node_alive(self, node: str) -> bool:
         return bool(await self._do("node_alive", lambda: self._r.exists(self._key("node", node))))
@@ -311,6 +328,10 @@ class RedisStore:
         args = [session_id, node, limit, self._key("node", "")]
         return bool(await self._script("USER_ACQUIRE", [self._key("u", user_id)], args))
 
+    async def keep_user_slot(self, user_id: str, session_id: str, node: str) -> None:
+        key = self._key("u", user_id)
+        await self._do("keep_user_slot", lambda: self._r.hset(key, session_id, node))
+
     async def release_user_slot(self, user_id: str, session_id: str) -> None:
         key = self._key("u", user_id)
         await self._do("release_user_slot", lambda: self._r.hdel(key, session_id))
@@ -336,6 +357,7 @@ class RedisStore:
                 try:
                     message = await pubsub.get_message(timeout=1.0)
                 except _UNREACHABLE:
+                    self._on_error("subscribe")
                     raise StoreUnavailable("the shared store's bus was lost") from None
                 if message is None or message.get("type") != "message":
                     continue

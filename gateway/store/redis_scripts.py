@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "CLAIM",
     "END",
+    "HEARTBEAT",
     "LEDGER_DELIVER",
     "LEDGER_FINISH",
     "LEDGER_START",
@@ -141,14 +142,22 @@ return out
 )
 
 # KEYS: session, ledger; ARGV: call id, envelope JSON. Answers the session's owner now.
+# An entry the store lost (it restarted empty while the call ran) is recorded finished too, for
+# the session's time (five minutes without a record).
 LEDGER_FINISH = """
-if redis.call('HGET', KEYS[2], ARGV[1] .. ':state') == 'started' then
+local state = redis.call('HGET', KEYS[2], ARGV[1] .. ':state')
+if state == 'started' or not state then
   redis.call('HSET', KEYS[2], ARGV[1] .. ':state', 'finished', ARGV[1] .. ':env', ARGV[2])
+  if not state then
+    local ttl = redis.call('PTTL', KEYS[1])
+    redis.call('PEXPIRE', KEYS[2], ttl > 0 and ttl or 300000)
+  end
 end
 return redis.call('HGET', KEYS[1], 'owner') or ''
 """
 
-# KEYS: session, ledger; ARGV: epoch, call ids
+# KEYS: session, ledger; ARGV: epoch, call ids. The owner holds each call's result: it may give
+# it to the model unless that was done (a call whose entry the store lost included).
 LEDGER_DELIVER = (
     _OWNED
     + """
@@ -156,14 +165,30 @@ local o = owned(KEYS[1], ARGV[1])
 if o ~= 'ok' then return {o} end
 local out = {'ok'}
 for i = 2, #ARGV do
-  if redis.call('HGET', KEYS[2], ARGV[i] .. ':state') == 'finished' then
+  if redis.call('HGET', KEYS[2], ARGV[i] .. ':state') ~= 'delivered' then
     redis.call('HSET', KEYS[2], ARGV[i] .. ':state', 'delivered')
     table.insert(out, ARGV[i])
   end
 end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
 return out
 """
 )
+
+# KEYS: the node's heartbeat, the nodes hash; ARGV: node, now (unix s), lease ms, kept s.
+# Nodes silent longer than ``kept`` leave the hash.
+HEARTBEAT = """
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+local all = redis.call('HGETALL', KEYS[2])
+for i = 1, #all, 2 do
+  if tonumber(all[i + 1]) < tonumber(ARGV[2]) - tonumber(ARGV[4]) then
+    redis.call('HDEL', KEYS[2], all[i])
+  end
+end
+return 1
+"""
 
 # KEYS: the address's window; ARGV: now, window_s, limit, member. The in-memory limiter's
 # semantics: an admission leaves the window once it is window_s old.

@@ -250,6 +250,39 @@ async def test_a_session_resumes_after_a_redis_restart_without_a_new_turn(
     await again.ws.close()
 
 
+async def test_a_confirmation_and_a_running_call_outlive_redis_restarting_empty(
+    on_openai: Cluster, redis_server: RedisServer, fake: FakeRealtimeServer
+) -> None:
+    """Redis restarts without its data while a confirmation waits and a tool call runs: the
+    node records its confirmation again (it can still be approved, once), and the call's
+    result, whose ledger entry is gone, still reaches the model, once."""
+    a = await on_openai.node("a")
+    client = await connect(on_openai, a)
+    started = await client.start("text")
+    await client.send("text.send", text='/tool journal_confirm {"label":"booking"}')
+    requested = await client.last("confirmation.requested")
+    await client.until_reply()
+    await client.send("text.send", text=journal_call("slow", 2500))
+    call_id = (await client.last("tool.started"))["call_id"]
+    await on_openai.call_started(started["session_id"], call_id)
+    await redis_server.restart(down_for_s=0.5)
+    finished = await client.last("tool.finished", call_id=call_id)
+    assert finished["ok"] is True
+    answer = await client.last("response.done")
+    while not answer["text"]:  # the response that asked for the call ends first, empty
+        answer = await client.last("response.done")
+    assert call_id in answer["text"]  # the model got the result and answered
+    assert len(results_given(fake, call_id)) == 1
+    await client.send(
+        "confirmation.respond", confirmation_id=requested["confirmation_id"], decision="approve"
+    )
+    resolved = await client.last("confirmation.resolved")
+    assert (resolved["decision"], resolved["result"]["ok"]) == ("approved", True)
+    labels = sorted(line["label"] for line in on_openai.journal_lines())
+    assert labels == ["booking", "slow"]
+    await client.ws.close()
+
+
 async def test_resume_while_redis_is_down_is_a_retryable_error(
     on_openai: Cluster, redis_server: RedisServer
 ) -> None:

@@ -5,11 +5,12 @@ runs (nothing per audio frame)."""
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from cluster_kit import Cluster, cluster, connect
+from cluster_kit import Cluster, cluster, connect, drop, resume
 from harness import SECRET, pcm_silence, pcm_tone, token
 from redis_kit import RedisServer
 
@@ -47,6 +48,25 @@ async def test_sessions_per_user_are_capped_across_nodes(secured: Cluster) -> No
     await second.last("session.ended")
     await third.start("text")  # a slot was freed on the other node
     for client in (first, second, third, alice):
+        await client.ws.close()
+
+
+async def test_a_resumed_session_still_counts_after_its_first_node_dies(secured: Cluster) -> None:
+    a = await secured.node("a", max_sessions_per_user="1")
+    b = await secured.node("b", max_sessions_per_user="1")
+    bob = {"Authorization": f"Bearer {token('bob')}"}
+    first = await connect(secured, a, **bob)
+    started = await first.start("text")
+    await drop(first)
+    again = await connect(secured, b, **bob)
+    assert (await resume(again, started, token=None))["resumed"] is True
+    a.signal(signal.SIGKILL)
+    await a.wait()
+    other = await connect(secured, b, **bob)
+    await other.send("session.start", mode="text", event_id="second")
+    refused = await other.next()
+    assert (refused["code"], refused["event_id"]) == ("rate_limited", "second")
+    for client in (again, other):
         await client.ws.close()
 
 

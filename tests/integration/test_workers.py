@@ -68,7 +68,8 @@ async def test_two_workers_share_a_port_the_sessions_the_metrics_and_a_crash(
     async with cluster(redis_server, tmp_path, provider="local") as group:
         machine = await group.node("machine", workers="2")
         nodes = await live_nodes(store, group.prefix, 2)
-        assert nodes == {"machine-w0", "machine-w1"}
+        assert sorted(n.split(".")[0] for n in nodes) == ["machine-w0", "machine-w1"]
+        w0 = next(n for n in nodes if n.startswith("machine-w0."))
 
         clients: list[Client] = []
         for _ in range(SESSIONS):
@@ -87,16 +88,22 @@ async def test_two_workers_share_a_port_the_sessions_the_metrics_and_a_crash(
         # A worker dies: the supervisor starts it again; its sessions resume on a worker.
         pids = worker_pids(machine)
         os.kill(pids[0], signal.SIGKILL)
-        lost = [c for c in clients if placed[c.started["session_id"]] == "machine-w0"]
+        lost = [c for c in clients if placed[c.started["session_id"]] == w0]
         assert lost
         for client in lost:
             await drop(client)
-        await listening(machine, times=3)  # w0 again: a new process on the same port
+        await listening(machine, times=3)  # w0 again: a new process, a new node, one port
         for client in lost:
             again = await connect(group, machine)
             answer = await resume(again, client.started)
             assert answer["type"] == "session.started", answer
             assert answer["resumed"] is True
+            # The restarted worker is another node: the dead one's sessions are recovered.
+            assert answer["recovery"] == {
+                "reason": "node_lost",
+                "lost_turn": None,
+                "failed_calls": [],
+            }
             reply = await again.say("still there?")
             assert reply[-1]["type"] == "response.done"
             await again.ws.close()

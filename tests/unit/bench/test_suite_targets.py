@@ -16,6 +16,7 @@ from bench.suite_targets import (
     ALL_TARGETS,
     DEFAULT_TARGETS,
     OPTIONAL_TARGETS,
+    REDIS_TARGETS,
     SPECS,
     gateway_start,
     load_args,
@@ -39,8 +40,10 @@ def test_every_row_of_the_issue_is_a_target_and_direct_comes_first() -> None:
         "gateway_deflate",
     )
     assert all(SPECS[t].compression for t in ALL_TARGETS)  # every hop is accounted for
-    # The optional row exists only with --baseline REV.
-    assert set(ALL_TARGETS) - set(DEFAULT_TARGETS) == OPTIONAL_TARGETS == {"gateway_base"}
+    # Optional rows: the baseline (--baseline REV) and those of scripts/bench scale (on Redis).
+    assert set(ALL_TARGETS) - set(DEFAULT_TARGETS) == OPTIONAL_TARGETS
+    assert OPTIONAL_TARGETS == {"gateway_base", "gateway_redis", "gateway_w2"}
+    assert set(REDIS_TARGETS) == {"gateway_redis", "gateway_w2"}
 
 
 def test_the_gateway_at_24_khz_is_matched_by_stamp_without_resampling() -> None:

@@ -197,7 +197,7 @@ async def test_the_ledger_runs_a_call_once_and_delivers_it_once(store: SessionSt
     )
     envelope = {"ok": True, "data": {"n": 12345678901234567, "x": 1.5}, "meta": {"durationMs": 3.5}}
     assert await store.ledger_finish("sess_1", "c1", envelope) == "node-a"
-    assert await store.ledger_deliver("sess_1", 1, ["c1", "c2"]) == {"c1"}  # c2 not finished
+    assert await store.ledger_deliver("sess_1", 1, ["c1"]) == {"c1"}
     assert await store.ledger_deliver("sess_1", 1, ["c1"]) == set()  # once
     open_calls = {e.call_id: e for e in await store.ledger_open("sess_1")}
     assert set(open_calls) == {"c2", "c3"}
@@ -205,6 +205,24 @@ async def test_the_ledger_runs_a_call_once_and_delivers_it_once(store: SessionSt
     finished = {e.call_id: e for e in await store.ledger_open("sess_1")}["c2"]
     assert finished.state is LedgerState.FINISHED
     assert finished.envelope == {"ok": False, "error": {"type": "TIMEOUT"}}
+
+
+async def test_a_result_the_store_lost_track_of_still_reaches_the_model_once(
+    store: SessionStore,
+) -> None:
+    """An emptied store (Redis restarted without persistence) forgot a running call, or its
+    finish could not be written while the store was down: the owner, who holds the result,
+    still records and delivers it, once."""
+    await store.register(record(), HOUR)
+    assert await store.ledger_finish("sess_1", "lost", {"ok": True}) == "node-a"
+    assert await store.ledger_deliver("sess_1", 1, ["lost"]) == {"lost"}
+    await store.ledger_start("sess_1", 1, "node-a", [("unfinished", "x")])
+    assert await store.ledger_deliver("sess_1", 1, ["unfinished", "never-seen"]) == {
+        "unfinished",
+        "never-seen",
+    }
+    assert await store.ledger_deliver("sess_1", 1, ["lost", "unfinished", "never-seen"]) == set()
+    assert await store.ledger_open("sess_1") == []
 
 
 async def test_the_ledger_follows_the_owner(store: SessionStore) -> None:
@@ -241,6 +259,16 @@ async def test_sessions_per_user_are_capped(store: SessionStore) -> None:
     assert await store.acquire_user_slot("carol", "s9", "node-a", 1)
 
 
+async def test_a_kept_slot_counts_on_its_new_node(store: SessionStore) -> None:
+    """A session resumed on node-b: its slot names node-b, so node-a's death does not free it."""
+    await store.heartbeat("node-b", 30)
+    assert await store.acquire_user_slot("bob", "s1", "node-a", 1)  # node-a: not alive
+    await store.keep_user_slot("bob", "s1", "node-b")
+    assert not await store.acquire_user_slot("bob", "s2", "node-b", 1)
+    await store.release_user_slot("bob", "s1")
+    assert await store.acquire_user_slot("bob", "s2", "node-b", 1)
+
+
 async def test_a_key_is_claimed_once(store: SessionStore) -> None:
     assert await store.claim_once("stream-token:abc", 60)
     assert not await store.claim_once("stream-token:abc", 60)
@@ -267,3 +295,24 @@ async def test_the_bus_carries_messages_to_one_node(store: SessionStore) -> None
             continue
     await asyncio.wait_for(listener, 2)
     assert received[0] == {"type": "ping"}
+
+
+async def test_nodes_silent_for_a_day_leave_the_nodes_hash(redis_server: RedisServer) -> None:
+    import redis.asyncio as redis
+
+    from gateway.clock import ManualClock
+
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    prefix = unique_prefix()
+    store = RedisStore.from_url(redis_server.url, prefix=prefix, timeout_s=1.0, clock=clock)
+    reader = redis.Redis(port=redis_server.port, decode_responses=True)
+    try:
+        await store.heartbeat("old", 10)
+        clock.advance(3600)
+        await store.heartbeat("recent", 10)
+        clock.advance(86400 - 1800)
+        await store.heartbeat("now", 10)
+        assert set(await reader.hkeys(f"{prefix}:nodes")) == {"recent", "now"}
+    finally:
+        await reader.aclose()
+        await store.close()
