@@ -1,4 +1,6 @@
-"""Integration fixtures: gateways on free loopback ports (see ``harness``)."""
+"""Integration fixtures: gateways on free loopback ports (see ``harness``), the OpenAI fake
+with its default options (``fake``; a test file may define its own), and a cluster of gateway
+processes on it (``on_openai``, see ``cluster_kit``)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,11 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from cluster_kit import Cluster, cluster
 from harness import SECRET, Gateway, GatewayFactory
+from redis_kit import RedisServer
 
+from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
 from gateway.app import build_server
 from gateway.config import Settings
 from gateway.providers import make_transport
@@ -70,3 +75,21 @@ async def gateway_factory(full_registry: Registry, tmp_path: Path) -> AsyncItera
 @pytest.fixture
 async def gateway(gateway_factory: GatewayFactory) -> Gateway:
     return await gateway_factory()
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeRealtimeServer]:
+    server = FakeRealtimeServer(FakeOptions())
+    await server.start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+async def on_openai(
+    redis_server: RedisServer, tmp_path: Path, fake: FakeRealtimeServer
+) -> AsyncIterator[Cluster]:
+    async with cluster(
+        redis_server, tmp_path, provider="openai", openai_ws_url=fake.ws_url
+    ) as group:
+        yield group

@@ -8,35 +8,14 @@ import asyncio
 import json
 import signal
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-from cluster_kit import LEASE_TTL_S, Cluster, cluster, connect, drop, resume
+from cluster_kit import LEASE_TTL_S, Cluster, connect, drop, resume
 from harness import Client
 from process_kit import wait_ready
 from redis_kit import RedisServer
 
-from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeRealtimeServer]:
-    server = FakeRealtimeServer(FakeOptions())
-    await server.start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
-async def on_openai(
-    redis_server: RedisServer, tmp_path: Path, fake: FakeRealtimeServer
-) -> AsyncIterator[Cluster]:
-    async with cluster(
-        redis_server, tmp_path, provider="openai", openai_ws_url=fake.ws_url
-    ) as group:
-        yield group
+from fakes.openai_realtime.server import FakeRealtimeServer
 
 
 def journal_call(label: str, sleep_ms: int) -> str:

@@ -19,11 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
-import pytest
 from aiohttp import web
 from harness import Gateway, GatewayFactory, pcm_silence, pcm_tone
 
-from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
+from fakes.openai_realtime.server import FakeRealtimeServer
 from gateway.protocol import EndReason
 from transports.twilio import g711
 from transports.twilio.signature import twilio_signature
@@ -135,14 +134,6 @@ async def twilio_rest() -> AsyncIterator[TwilioRest]:
         yield rest
     finally:
         await runner.cleanup()
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeRealtimeServer]:
-    server = FakeRealtimeServer(FakeOptions())
-    await server.start()
-    yield server
-    await server.stop()
 
 
 async def twilio_gateway(

@@ -11,7 +11,7 @@ with structlog's ``capture_logs``. The second half drives ``TwilioBridge`` alone
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import aiohttp
@@ -21,7 +21,7 @@ from harness import DelegatingTransport, GatewayFactory, pcm_silence, pcm_tone
 from structlog.testing import capture_logs
 from test_gateway_twilio import AUTH_TOKEN, CALL_SID, call, twilio_gateway, twilio_rest
 
-from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
+from fakes.openai_realtime.server import FakeRealtimeServer
 from gateway import twilio_bridge, twilio_routes
 from gateway.config import Settings
 from gateway.protocol import EndReason
@@ -34,14 +34,6 @@ from transports.twilio import codec
 from transports.twilio.signature import twilio_signature
 
 STOP = {"accountSid": "AC0123", "callSid": CALL_SID}
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeRealtimeServer]:
-    server = FakeRealtimeServer(FakeOptions())
-    await server.start()
-    yield server
-    await server.stop()
 
 
 async def within(awaitable: Awaitable[Any], seconds: float) -> bool:
