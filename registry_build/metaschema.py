@@ -60,6 +60,10 @@ TOOL_METADATA_SCHEMA: dict[str, Any] = {
         "safetyRules": _STRING_LIST,
         # Argument names shown as "[redacted]" to clients and never logged (an extension).
         "secretArguments": _STRING_LIST,
+        # "background": the call is answered at once ("started"); its work goes on and its
+        # result enters the conversation when ready, as ``delivery`` says (an extension).
+        "execution": {"enum": ["blocking", "background"]},
+        "delivery": {"enum": ["interrupt", "when_idle", "silent"]},
         "parameters": {"type": "object"},
     },
 }

@@ -12,6 +12,8 @@ __all__ = ["Handler", "ToolSpec"]
 
 Handler = Callable[[dict[str, Any], Any], Coroutine[Any, Any, Any]]
 Category = Literal["retrieval", "action", "utility"]
+Execution = Literal["blocking", "background"]
+Delivery = Literal["interrupt", "when_idle", "silent"]
 Sensitivity = Literal["low", "medium", "high", "critical"]
 
 
@@ -31,6 +33,8 @@ class ToolSpec:
     depends_on: tuple[str, ...]
     safety_rules: tuple[str, ...]
     secret_arguments: tuple[str, ...]
+    execution: Execution
+    delivery: Delivery
     json_schema: Mapping[str, Any]
     provider_schemas: Mapping[str, Any]
     summary: str
@@ -39,6 +43,10 @@ class ToolSpec:
     handler_path: str
     handler: Handler
     validator: ArgumentValidator
+
+    @property
+    def background(self) -> bool:
+        return self.execution == "background"
 
     @property
     def needs_confirmation(self) -> bool:
@@ -67,6 +75,8 @@ class ToolSpec:
             depends_on=tuple(entry.get("dependsOn") or ()),
             safety_rules=tuple(entry.get("safetyRules") or ()),
             secret_arguments=tuple(entry.get("secretArguments") or ()),
+            execution=entry.get("execution", "blocking"),
+            delivery=entry.get("delivery", "when_idle"),
             json_schema=entry["jsonSchema"],
             provider_schemas=entry["providerSchemas"],
             summary=entry["summary"],
