@@ -116,6 +116,18 @@ class Settings(BaseSettings):
     text_soft_limit_ms: int = 2000
     text_hard_timeout_ms: int = 5000
     tool_rounds_per_turn: int = 5
+    # No dead air: in voice mode, what the caller hears once a tool call the model waits for
+    # passes the soft limit: auto (a line from the model where the provider can say one aside,
+    # else a tone), line, tone, or off.
+    holding_cue: Literal["auto", "line", "tone", "off"] = "auto"
+    holding_line: str = Field(
+        default=(
+            "In one short, natural sentence, tell the user you are still working on their "
+            "request. Say nothing else."
+        ),
+        min_length=1,
+        max_length=1000,
+    )
 
     # The embedded local model: 1.0 speaks in real time, 0 as fast as possible.
     local_pace: float = 1.0

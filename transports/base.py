@@ -17,6 +17,8 @@ __all__ = [
     "Capabilities",
     "ConversationItem",
     "DirectAudio",
+    "HoldingLines",
+    "ScheduledResults",
     "ToolDeclaration",
     "ToolResult",
     "Transport",
@@ -25,6 +27,9 @@ __all__ = [
 ]
 
 Mode = Literal["voice", "text"]
+# When a background call's result enters the conversation: at once, cutting what the model says;
+# once the model is idle; or silently, as context the model does not answer.
+Delivery = Literal["interrupt", "when_idle", "silent"]
 
 
 class TransportError(Exception):
@@ -57,6 +62,8 @@ class ToolDeclaration:
     description: str
     # The registry's per-provider declarations (``providerSchemas``), picked by the transport.
     provider_schemas: Mapping[str, Any]
+    # Its work may outlive the turn: the model does not wait for its result.
+    background: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +97,9 @@ class ToolResult:
     name: str
     # The whole ToolResponse envelope; the transport serialises it as its provider wants.
     envelope: Mapping[str, Any]
+    # Only the acknowledgement of a background call (its result follows later): a transport
+    # whose provider runs such calls natively (``ScheduledResults``) sends nothing for it.
+    acknowledgement: bool = False
 
 
 class Transport(Protocol):
@@ -162,3 +172,24 @@ class DirectAudio(Protocol):
     def accepts_audio_now(self) -> bool: ...
 
     def send_audio_now(self, pcm: bytes) -> None: ...
+
+
+@runtime_checkable
+class ScheduledResults(Protocol):
+    """A provider that runs background calls natively (Gemini Live's ``NON_BLOCKING``
+    declarations): the model goes on by itself, and the result is sent when ready with the
+    provider's own scheduling. Without it, the session does the timing (``send_late_result``
+    once idle or after cancelling the reply, ``add_context`` for a silent one)."""
+
+    async def send_scheduled_result(self, result: ToolResult, delivery: Delivery) -> None: ...
+
+
+@runtime_checkable
+class HoldingLines(Protocol):
+    """A provider that can speak a short line outside the conversation (OpenAI Realtime's
+    out-of-band response): what the caller hears while a slow tool call runs."""
+
+    async def say_holding_line(self, instructions: str) -> bool:
+        """Ask for the line; False when it cannot be said now (the model is already talking,
+        or the connection is down)."""
+        ...

@@ -40,6 +40,8 @@ ResponseStatus = Literal["completed", "cancelled", "interrupted", "failed"]
 class ResponseStarted:
     response_id: str
     type: Literal["response.started"] = "response.started"
+    # Said outside the conversation (a holding line): the model will not remember it.
+    aside: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,9 @@ Per connection there are:
 Every frame in both directions is logged (``log``, unless ``log_frames=False``): client
 messages as sent, server messages as built. ``received`` / ``sent`` / ``wait_for`` look messages
 up by key (client messages normalised to camelCase), and ``wait_for`` wakes on each new frame, so
-tests wait for events instead of sleeping.
+tests wait for events instead of sleeping. ``setup`` (the declarations' ``behavior`` included),
+``history`` (every ``functionResponse`` as sent, ``scheduling`` and ``willContinue`` included),
+``ignored`` and ``open_calls`` show what the fake made of them.
 """
 
 from __future__ import annotations
@@ -98,6 +100,11 @@ class FakeGeminiConnection(ConnectionShell[FakeGeminiOptions, int, _Frame]):
     def ignored(self) -> list[str]:
         """Inputs accepted and ignored (a toolResponse for a cancelled id, video, …)."""
         return self.session.ignored
+
+    @property
+    def open_calls(self) -> list[str]:
+        """Ids of the NON_BLOCKING calls still open (no final response yet), in call order."""
+        return list(self.session.open_calls)
 
     def received(self, key: str) -> list[dict[str, Any]]:
         """Client messages (normalised to camelCase) with that top-level key, or ``key.sub``."""

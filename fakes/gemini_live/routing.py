@@ -14,8 +14,20 @@ fake-only directives in user text come before the brain:
 
 Then the brain (``transports.local.brain``): ``Say`` → ``SpeechPlan``; ``CallTools`` →
 ``CallsPlan``; ``Fail`` → close 1011 "Internal error occurred"; ``ResponseError`` → close 1011
-with its message (Live has no JSON error message). Tool results go to
-``brain.reply_to_tool_results``.
+with its message (Live has no JSON error message).
+
+Tool results (``decide_results``, ``decide_late``):
+
+- the answers to a toolCall of BLOCKING calls only go to ``brain.reply_to_tool_results`` (one
+  reply for the batch: ``Tool results: a=…; b=…``);
+- a toolCall of NON_BLOCKING calls only is acknowledged at once, in the same turn:
+  ``acknowledgement(names)`` = "I've started NAME; I'll tell you when it's done." (several:
+  "I've started a and b; I'll tell you when they're done.");
+- a toolCall mixing both: once its BLOCKING calls are answered, the reply is the answer to
+  those results followed by the acknowledgement of the NON_BLOCKING ones, in one speech;
+- NON_BLOCKING results (``ResultsInput``), and the BLOCKING results of a mixed toolCall, are
+  each answered by ``brain.reply_to_late_result`` ("Tool results: NAME=…", as a batch of one);
+  several in one turn are said one after the other, in the order they came, joined by a space.
 
 Arguments. A function call's ``args`` must be a JSON object on the wire, so the brain's argument
 text is parsed: an object is sent as is; other valid JSON becomes ``{"value": …}``; text that is
@@ -28,6 +40,7 @@ with an object X, the brain gets X, otherwise the whole response (``{"error": �
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,9 +69,12 @@ __all__ = [
     "Input",
     "NothingInput",
     "Plan",
+    "ResultsInput",
     "TextInput",
     "UtteranceInput",
+    "acknowledgement",
     "decide",
+    "decide_late",
     "decide_results",
     "envelope_of",
     "tool_args",
@@ -84,7 +100,14 @@ class NothingInput:
     pass
 
 
-Input = TextInput | UtteranceInput | NothingInput
+@dataclass(frozen=True, slots=True)
+class ResultsInput:
+    """NON_BLOCKING results the model answers in a turn of their own."""
+
+    results: tuple[ToolResultTuple, ...]
+
+
+Input = TextInput | UtteranceInput | NothingInput | ResultsInput
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +172,17 @@ def _directive(text: str) -> Plan | None:
     return None
 
 
+def acknowledgement(names: Sequence[str]) -> str:
+    """What the model says after starting NON_BLOCKING calls (see above)."""
+    if len(names) == 1:
+        return f"I've started {names[0]}; I'll tell you when it's done."
+    listed = ", ".join(names[:-1]) + f" and {names[-1]}"
+    return f"I've started {listed}; I'll tell you when they're done."
+
+
 def decide(given: Input, brain: LocalBrain) -> Plan:
+    if isinstance(given, ResultsInput):
+        return decide_late(given.results, brain)
     if isinstance(given, TextInput):
         directive = _directive(given.text)
         if directive is not None:
@@ -160,8 +193,27 @@ def decide(given: Input, brain: LocalBrain) -> Plan:
     return SpeechPlan(LISTENING)
 
 
-def decide_results(results: list[ToolResultTuple], brain: LocalBrain) -> Plan:
-    """The reply once every call of the batch is answered (the session waits until then)."""
+def decide_late(results: Sequence[ToolResultTuple], brain: LocalBrain) -> Plan:
+    """The reply to results the model did not wait for (see above)."""
+    texts = []
+    for call_id, name, envelope in results:
+        plan = _plan_of(brain.reply_to_late_result(call_id, name, envelope))
+        if not isinstance(plan, SpeechPlan):
+            return plan
+        texts.append(plan.text)
+    return SpeechPlan(" ".join(texts))
+
+
+def decide_results(
+    results: list[ToolResultTuple], brain: LocalBrain, started: Sequence[str] = ()
+) -> Plan:
+    """The reply once every BLOCKING call of a toolCall is answered (the session waits until
+    then); ``started`` names its NON_BLOCKING calls, acknowledged after the answer."""
+    if started:
+        plan = decide_late(results, brain)
+        if not isinstance(plan, SpeechPlan):
+            return plan
+        return SpeechPlan(f"{plan.text} {acknowledgement(started)}")
     reply = brain.reply_to_tool_results(results)
     if reply is None:  # the brain's batch is not the one answered (an older snapshot): say so
         return SpeechPlan("Tool results: " + "; ".join(name for _, name, _ in results))

@@ -13,8 +13,13 @@ before ``setupComplete``, which the SDK's ``connect()`` raises as ``APIError``):
   a string), ``activityHandling`` (``NO_INTERRUPTION`` turns barge-in off);
 - ``sessionResumption`` present → handles are issued; a non-empty ``handle`` resumes;
 - ``inputAudioTranscription`` / ``outputAudioTranscription`` present → transcripts are sent;
-- ``tools[].functionDeclarations[].name`` are kept for the record (the local brain may call any
-  name, as the ``/tool`` directive asks).
+- ``tools[].functionDeclarations[]``: the ``name``s are kept for the record (the local brain may
+  call any name, as the ``/tool`` directive asks); ``behavior`` must be one of
+  ``tools.BEHAVIORS`` (``UNSPECIFIED``, ``BLOCKING``, ``NON_BLOCKING``; the names the SDK's
+  ``types.Behavior`` sends; absent or null = ``BLOCKING``), else 1007 "Invalid value at
+  'setup.tools[i].function_declarations[j].behavior' (Behavior), 'X'" (integers, lower case and
+  other spellings included). The names declared ``NON_BLOCKING`` are kept (``non_blocking``).
+  ``contextUpdate`` tools are checked the same way (``function_declarations``) and replace them.
 
 Every other field is accepted and ignored, as the service ignores what it does not use.
 """
@@ -24,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fakes.gemini_live.tools import BEHAVIORS
 from fakes.gemini_live.wire import (
     INVALID_ARGUMENT,
     Message,
@@ -32,7 +38,15 @@ from fakes.gemini_live.wire import (
     parse_int,
 )
 
-__all__ = ["MODALITIES", "SetupConfig", "apply_context_update", "is_native_audio", "parse_setup"]
+__all__ = [
+    "MODALITIES",
+    "FunctionDeclarations",
+    "SetupConfig",
+    "apply_context_update",
+    "function_declarations",
+    "is_native_audio",
+    "parse_setup",
+]
 
 MODALITIES = ("AUDIO", "TEXT")
 _INVALID = "Request contains an invalid argument."
@@ -50,6 +64,7 @@ class SetupConfig:
     silence_duration_ms: int | None = None
     interrupts: bool = True  # activityHandling is not NO_INTERRUPTION
     function_names: tuple[str, ...] = ()
+    non_blocking: frozenset[str] = frozenset()  # names declared "behavior": "NON_BLOCKING"
 
     @property
     def model_id(self) -> str:
@@ -86,14 +101,35 @@ def _modality(generation: dict[str, Any], model: str) -> str:
     return modality
 
 
-def _function_names(tools: Any) -> tuple[str, ...]:
+@dataclass(frozen=True, slots=True)
+class FunctionDeclarations:
+    names: tuple[str, ...] = ()
+    non_blocking: frozenset[str] = frozenset()
+
+
+def function_declarations(tools: Any, where: str = "setup.tools") -> FunctionDeclarations:
+    """The declared names and the NON_BLOCKING ones; a bad ``behavior`` → 1007 (``where`` is
+    the proto path of ``tools`` for the reason)."""
     names: list[str] = []
-    for tool in tools if isinstance(tools, list) else []:
+    non_blocking: set[str] = set()
+    for i, tool in enumerate(tools if isinstance(tools, list) else []):
         declarations = tool.get("functionDeclarations") if isinstance(tool, dict) else None
-        for declaration in declarations if isinstance(declarations, list) else []:
-            if isinstance(declaration, dict) and isinstance(declaration.get("name"), str):
-                names.append(declaration["name"])
-    return tuple(names)
+        for j, declaration in enumerate(declarations if isinstance(declarations, list) else []):
+            if not isinstance(declaration, dict):
+                continue
+            behavior = declaration.get("behavior")
+            if behavior is not None and behavior not in BEHAVIORS:
+                raise ProtocolError(
+                    INVALID_ARGUMENT,
+                    f"Invalid value at '{where}[{i}].function_declarations[{j}].behavior' "
+                    f"(Behavior), {behavior!r}",
+                )
+            name = declaration.get("name")
+            if isinstance(name, str):
+                names.append(name)
+                if behavior == "NON_BLOCKING":
+                    non_blocking.add(name)
+    return FunctionDeclarations(tuple(names), frozenset(non_blocking))
 
 
 def parse_setup(setup: Any) -> SetupConfig:
@@ -112,6 +148,7 @@ def parse_setup(setup: Any) -> SetupConfig:
     silence = parse_int(detection.get("silenceDurationMs"))
     resumption = body.get("sessionResumption")
     handle = resumption.get("handle") if isinstance(resumption, dict) else None
+    functions = function_declarations(body.get("tools"))
     return SetupConfig(
         model=model,
         modality=modality,
@@ -122,7 +159,8 @@ def parse_setup(setup: Any) -> SetupConfig:
         automatic_activity=detection.get("disabled") is not True,
         silence_duration_ms=silence if silence is not None and silence > 0 else None,
         interrupts=realtime.get("activityHandling") != "NO_INTERRUPTION",
-        function_names=_function_names(body.get("tools")),
+        function_names=functions.names,
+        non_blocking=functions.non_blocking,
     )
 
 

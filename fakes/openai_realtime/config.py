@@ -384,6 +384,7 @@ class ResponseOverrides:
     max_output_tokens: int | str | None = None
     metadata: dict[str, Any] | None = None
     input: Any = None  # raw items (``None``: the conversation)
+    instructions: str | None = None
 
 
 def _response_audio(audio: Any) -> tuple[dict[str, Any] | None, Any]:
@@ -439,4 +440,5 @@ def parse_response_overrides(params: Any) -> ResponseOverrides:
         max_output_tokens=max_tokens,
         metadata=metadata,
         input=params.get("input"),
+        instructions=params.get("instructions"),
     )

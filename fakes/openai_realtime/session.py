@@ -530,7 +530,15 @@ class FakeSession:
             new = self._input_items(overrides.input)
         else:
             new = self.conversation.since(self._answered_seq)
-        self._answered_seq = self.conversation.seq
+        if overrides.out_of_band and not new and overrides.instructions:
+            # Nothing to answer but its instructions (a line said aside): the fake "follows"
+            # them by saying them. The conversation's own progress is untouched.
+            aside = SpeechPlan(overrides.instructions)
+            run = ResponseRun(self._ctx, self.ids.next("resp"), self._settings(overrides), aside)
+            self._active = run
+            return [Send(run.created()), Begin(run.response_id)]
+        if not overrides.out_of_band:
+            self._answered_seq = self.conversation.seq
         answer = route(new, self.conversation)
         if isinstance(answer, AnswerToolResults):
             answer = AnswerToolResults(

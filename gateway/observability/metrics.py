@@ -137,6 +137,12 @@ class Metrics:
             ["op"],
             registry=r,
         )
+        self.holding_cues = Counter(
+            "gateway_holding_cues_total",
+            "Tool calls past the soft limit, by what the caller heard (line, tone, none)",
+            ["cue"],
+            registry=r,
+        )
         self.store_up = Gauge(
             "gateway_store_up",
             "1 while the shared store answers, 0 while it does not (the least of the workers)",

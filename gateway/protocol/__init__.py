@@ -69,6 +69,7 @@ from .server_events import (
     TranscriptDone,
     TranscriptRole,
 )
+from .tool_progress_events import HoldingCue, ToolSlow
 
 __all__ = [
     "ALLOWED_SAMPLE_RATES",
@@ -93,6 +94,7 @@ __all__ = [
     "EndReason",
     "ErrorCode",
     "ErrorEvent",
+    "HoldingCue",
     "JsonClientEvent",
     "JsonObject",
     "JsonScalar",
@@ -124,6 +126,7 @@ __all__ = [
     "ToolErrorInfo",
     "ToolFinished",
     "ToolInfo",
+    "ToolSlow",
     "ToolStarted",
     "TranscriptDelta",
     "TranscriptDone",

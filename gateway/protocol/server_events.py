@@ -29,6 +29,7 @@ from .client_events import AudioFormat, Mode, Provider
 from .errors import ErrorCode, ProtocolError
 from .json_types import JsonObject, JsonScalar, JsonValue
 from .moving_events import Recovery, SessionMoving
+from .tool_progress_events import ToolSlow
 
 __all__ = [
     "ConfirmationOutcome",
@@ -248,14 +249,18 @@ class ToolStarted:
     call_id: str
     name: str
     arguments: JsonObject  # redacted, without confirmation_id
+    background: bool = False  # extension (10.14): sent only when true
 
     def to_dict(self) -> JsonObject:
-        return {
+        event: JsonObject = {
             "type": self.TYPE,
             "call_id": self.call_id,
             "name": self.name,
             "arguments": self.arguments,
         }
+        if self.background:
+            event["background"] = True
+        return event
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -447,5 +452,6 @@ ServerEvent: TypeAlias = (
     | ErrorEvent
     | Pong
     | SessionMoving
+    | ToolSlow
 )
 """Every event the gateway sends in a text frame (assistant audio goes in binary frames)."""

@@ -260,6 +260,7 @@ class SessionManager:
                 recovery=recovery,
             )
         )
+        session.tools.background.replay_missed()
 
     def live_ttl_s(self) -> float:
         """A live record outlives the longest session by the resume window (for a crash)."""

@@ -13,6 +13,7 @@ from gateway.config import Settings
 from gateway.observability import Metrics
 from gateway.protocol import EndReason, ErrorCode, ErrorEvent, SessionEnded, SessionStart
 from gateway.registry import Registry
+from gateway.session.holding_policy import HoldingPolicy
 from gateway.session.ownership import Ownership
 from gateway.session.refusals import StartRefused
 from gateway.session.session import Session, SessionUser
@@ -105,7 +106,10 @@ async def _connect(
         config = UpstreamConfig(
             mode="voice" if setup.mode == "voice" else "text",
             instructions=registry.model_instructions(setup.instructions, user.roles, enabled),
-            tools=[ToolDeclaration(s.tool_id, s.description, s.provider_schemas) for s in visible],
+            tools=[
+                ToolDeclaration(s.tool_id, s.description, s.provider_schemas, s.background)
+                for s in visible
+            ],
             client_input_rate=setup.input_rate,
             client_output_rate=setup.output_rate,
             model=setup.model,
@@ -196,6 +200,7 @@ async def open_session(
         on_boundary=on_boundary,
         on_lost=on_lost,
         on_end=on_end,
+        holding=HoldingPolicy(settings.holding_cue, settings.holding_line),
     )
     session.upstream_ready()
 

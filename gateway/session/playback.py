@@ -28,6 +28,7 @@ class SpokenResponse:
     first_audio_at: float | None = None  # monotonic time its first audio went to the client
     played_ms: int | None = None  # what the client says it played (audio.playback)
     interrupted: bool = False
+    aside: bool = False  # said outside the conversation (a holding line): not remembered
 
     def heard_ms(self, now: float) -> int:
         """What the user heard: the client's report, else the time since the first audio (a

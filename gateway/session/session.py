@@ -23,6 +23,7 @@ from typing import Literal
 
 import structlog
 
+from gateway.audio.cues import holding_tone
 from gateway.clock import Clock
 from gateway.observability import Metrics
 from gateway.orchestrator import CallPolicy, ConfirmationBook, IntentState, TurnState
@@ -40,6 +41,7 @@ from gateway.protocol import (
 )
 from gateway.registry import Registry
 from gateway.session.client_events import ClientEvents
+from gateway.session.holding_policy import NO_HOLDING, HoldingPolicy
 from gateway.session.outbound import Outbound
 from gateway.session.ownership import Ownership
 from gateway.session.ratelimit import TokenBucket
@@ -88,6 +90,7 @@ class Session:
         on_boundary: Callable[[Session], None] | None = None,
         on_lost: Callable[[Session], None] | None = None,
         on_end: Callable[[Session], Awaitable[None]] | None = None,
+        holding: HoldingPolicy = NO_HOLDING,
     ) -> None:
         """``setup`` is a fresh snapshot for a new session, or a stored one being resumed.
         ``on_boundary``: a turn began or ended (a snapshot is due); ``on_lost``: another node
@@ -120,9 +123,9 @@ class Session:
         self._on_lost = on_lost
         self._on_end = on_end
         wiring = ToolWiring(
-            self, registry, runner, clock, metrics, transport, self.conversation, ownership
+            self, registry, runner, clock, metrics, transport, self.conversation, ownership, holding
         )
-        self.tools = ToolFlow(wiring)
+        self.tools = ToolFlow(wiring, self)
         self.upstream = UpstreamEvents(
             self,
             profile=self.profile,
@@ -254,6 +257,32 @@ class Session:
         """A user turn began, or a response ended: the state worth a snapshot changed."""
         if self._on_boundary is not None and not self.ended.is_set():
             self._on_boundary(self)
+
+    # -- what tool work needs of the replies (``SessionTurns``) -----------------------------------
+
+    def replying(self) -> bool:
+        return self.upstream.cursor.current is not None
+
+    async def until_idle(self) -> None:
+        await self.upstream.idle.wait()
+
+    def attached(self) -> bool:
+        return self.outbound is not None
+
+    def play_tone(self) -> bool:
+        """The holding tone, as audio of the reply in progress (the one waiting for its tool
+        calls): it queues after what the client still plays of it, never over it."""
+        response, outbound = self.upstream.cursor.current, self.outbound
+        if self.profile.mode != "voice" or outbound is None or response is None:
+            return False
+        if response.interrupted:
+            return False
+        pcm = holding_tone(self.profile.output_rate)
+        frame = self.profile.output_rate * 2 * 20 // 1000  # 20 ms frames, as a reply's audio
+        for offset in range(0, len(pcm), frame):
+            outbound.audio(pcm[offset : offset + frame])
+            self.metrics.frames.audio_out += 1
+        return True
 
     def at_turn_boundary(self) -> bool:
         """No reply is streaming to the client (a reply that only waits for its tool calls

@@ -12,6 +12,7 @@ from gateway.observability import Metrics
 from gateway.orchestrator import CallPolicy, redacted
 from gateway.protocol import ServerEvent, ToolErrorInfo, ToolFinished, ToolStarted
 from gateway.registry import Registry
+from gateway.session.holding_policy import NO_HOLDING, HoldingPolicy
 from gateway.session.ownership import Ownership
 from gateway.session.snapshot import Conversation
 from gateway.toolrun import Caller, CallOutcome, ToolCall, ToolRunner
@@ -47,13 +48,18 @@ class ToolWiring:
     transport: Transport
     conversation: Conversation
     ownership: Ownership
+    holding: HoldingPolicy = NO_HOLDING
 
 
 def tool_started_event(
     registry: Registry, call: ToolCall, args: dict[str, Any] | None
 ) -> ToolStarted:
-    shown = redacted(registry.get(call.tool_id), args)
-    return ToolStarted(call_id=call.call_id, name=call.tool_id, arguments=shown)
+    spec = registry.get(call.tool_id)
+    shown = redacted(spec, args)
+    background = spec is not None and spec.background
+    return ToolStarted(
+        call_id=call.call_id, name=call.tool_id, arguments=shown, background=background
+    )
 
 
 def tool_finished_event(outcome: CallOutcome) -> ToolFinished:

@@ -14,13 +14,15 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
 from gateway.orchestrator import CallPolicy, Execute, PendingConfirmation, Refuse, decide_call
 from gateway.protocol import ConfirmationOutcome
 from gateway.session.approvals import Approvals
+from gateway.session.background import BackgroundCalls, ModelTurns
+from gateway.session.holding import HoldingCues, TonePlayer
 from gateway.session.tool_events import ToolWiring, tool_finished_event, tool_started_event
 from gateway.store import Fenced, LedgerEntry
 from gateway.toolrun import AuditDecision, CallOutcome, ToolCall
@@ -51,8 +53,18 @@ class _BatchProgress:
     outcomes: dict[str, CallOutcome] = field(default_factory=dict)
 
 
+class SessionTurns(ModelTurns, TonePlayer, Protocol):
+    """What the tool flow needs of the session's replies: when the model is idle (background
+    results), and the reply a holding tone is played in."""
+
+
 class ToolFlow:
-    def __init__(self, wiring: ToolWiring, new_id: Callable[[], str] | None = None) -> None:
+    def __init__(
+        self,
+        wiring: ToolWiring,
+        turns: SessionTurns,
+        new_id: Callable[[], str] | None = None,
+    ) -> None:
         self._w = wiring
         self._new_id = new_id or (lambda: f"conf_{uuid.uuid4().hex[:16]}")
         self._tasks: set[asyncio.Task[None]] = set()
@@ -61,6 +73,8 @@ class ToolFlow:
         # Response ends held back until that response's batches have reported to the client.
         self._held: dict[str, tuple[ResponseDone, Finish]] = {}
         self.approvals = Approvals(wiring, self.track, self.result_from_ledger)
+        self.background = BackgroundCalls(wiring, turns, self.track, self.result_from_ledger)
+        self._holding = HoldingCues(wiring, turns, wiring.holding)
 
     # -- the session's books ---------------------------------------------------------------------
 
@@ -163,9 +177,12 @@ class ToolFlow:
             if outcome.ok and outcome.response.intents:
                 w.host.apply_intents(outcome.response.intents)
             if await w.ownership.deliver([call.call_id]):
-                await w.transport.send_late_result(
-                    ToolResult(call.call_id, call.tool_id, outcome.envelope)
-                )
+                result = ToolResult(call.call_id, call.tool_id, outcome.envelope)
+                spec = w.registry.get(call.tool_id)
+                if spec is not None and spec.background:
+                    await self.background.deliver(result, spec.delivery)
+                else:
+                    await w.transport.send_late_result(result)
         except Fenced:
             w.host.lost()
 
@@ -231,20 +248,26 @@ class ToolFlow:
             # The owner closes it at expiry (the book decides); the key only outlives that.
             ttl_s = (pending.expires_at - now).total_seconds() + CONFIRMATION_KEY_MARGIN_S
             await w.ownership.open_confirmation(pending.confirmation_id, ttl_s)
-        executed = [e.call.call_id for e in executions]
-        if executions:
-            await self._execute(executions, outcomes)
+        background = self.background
+        executed = [
+            e.call.call_id for e in executions if not background.is_background(e.call.tool_id)
+        ]
+        acknowledged = await self._execute(executions, outcomes) if executions else {}
         for pending in opened:
             self.approvals.requested(pending)
         allowed = await w.ownership.deliver(executed)  # each result reaches the model once
         if w.ownership.handed_off:
             return  # the new owner delivers what ran here (it is in the ledger)
         results = [
-            ToolResult(call.call_id, call.tool_id, outcomes[call.call_id].envelope)
+            acknowledged.get(call.call_id)
+            or ToolResult(call.call_id, call.tool_id, outcomes[call.call_id].envelope)
             for call in calls
-            if call.call_id in outcomes
-            and not outcomes[call.call_id].cancelled
-            and (call.call_id in allowed or call.call_id not in executed)
+            if call.call_id in acknowledged
+            or (
+                call.call_id in outcomes
+                and not outcomes[call.call_id].cancelled
+                and (call.call_id in allowed or call.call_id not in executed)
+            )
         ]
         if results:
             await w.transport.send_tool_results(results)
@@ -265,22 +288,48 @@ class ToolFlow:
             decision.args,
         )
 
-    async def _execute(self, executions: list[Execute], outcomes: dict[str, CallOutcome]) -> None:
+    async def _execute(
+        self, executions: list[Execute], outcomes: dict[str, CallOutcome]
+    ) -> dict[str, ToolResult]:
         """Run what the ledger says has not run (anywhere); take the results of the others from
-        it; record every result in it."""
+        it; record every result in it. Background calls go on beside the session: their
+        acknowledgements are returned, by call id."""
         w = self._w
         known = await w.ownership.start_calls(
             [(e.call.call_id, e.call.tool_id) for e in executions]
         )
+        acknowledged: dict[str, ToolResult] = {}
+        waited: list[Execute] = []
+        for execution in executions:
+            call = execution.call
+            if not self.background.is_background(call.tool_id):
+                waited.append(execution)
+                continue
+            acknowledged[call.call_id] = self.background.acknowledge(call)
+            entry = known.get(call.call_id)
+            if entry is not None:
+                self.background.follow(call, entry)
+            else:
+                confirmed = execution.confirmation is not None
+                self.background.run(
+                    call, AuditDecision.CONFIRMED if confirmed else AuditDecision.EXECUTED
+                )
+        executions = waited
         fresh = [e for e in executions if known.get(e.call.call_id) is None]
-        ran = await w.runner.run_batch(
-            [e.call for e in fresh],
-            w.host.caller(),
-            decisions=[
-                AuditDecision.EXECUTED if e.confirmation is None else AuditDecision.CONFIRMED
-                for e in fresh
-            ],
+        holding = asyncio.create_task(
+            self._holding.watch([e.call for e in fresh], voice=w.host.caller().mode == "voice")
         )
+        try:
+            ran = await w.runner.run_batch(
+                [e.call for e in fresh],
+                w.host.caller(),
+                decisions=[
+                    AuditDecision.EXECUTED if e.confirmation is None else AuditDecision.CONFIRMED
+                    for e in fresh
+                ],
+            )
+        finally:
+            holding.cancel()
         await w.ownership.finish_calls((o.call.call_id, o.envelope) for o in ran)
         by_id = {o.call.call_id: o for o in ran}
         for execution in executions:
@@ -301,6 +350,7 @@ class ToolFlow:
             if execution.confirmation is not None:
                 approved = ConfirmationOutcome.APPROVED
                 self.approvals.resolved(execution.confirmation, approved, outcome)
+        return acknowledged
 
     async def result_from_ledger(self, call: ToolCall, entry: LedgerEntry) -> CallOutcome:
         """The outcome of a call started before (on this node or another): its result once it

@@ -83,6 +83,9 @@ class UpstreamEvents:
         self._metrics = metrics
         self._clock = clock
         self.cursor = PlaybackCursor()
+        # Set while the model is not replying (no response in progress, none held for tools).
+        self.idle = asyncio.Event()
+        self.idle.set()
         self._out: StreamResampler | None = None
         self._ms_per_byte = 0.0
         # run() is handling an event: an audio delta must wait its turn in the queue.
@@ -165,7 +168,8 @@ class UpstreamEvents:
 
     async def _response_started(self, event: up.ResponseStarted) -> None:
         await self._tools.wait_for_cancelled()
-        self.cursor.start(event.response_id)
+        self.idle.clear()
+        self.cursor.start(event.response_id).aside = event.aside
         self._host.emit(ResponseStarted(response_id=event.response_id))
 
     async def _text_delta(self, event: up.TextDelta) -> None:
@@ -228,13 +232,15 @@ class UpstreamEvents:
         if host.ended.is_set():
             return
         spoken, status = self.cursor.done(event.response_id, event.status)
+        if self.cursor.current is None:
+            self.idle.set()
         if spoken is not None and not spoken.interrupted and self._out is not None:
             tail = self._out.flush()
             if tail and host.outbound is not None:
                 host.outbound.audio(tail)
         text = "" if spoken is None else "".join(spoken.text)
         intents = self._conversation.intents
-        if text:
+        if text and not (spoken is not None and spoken.aside):  # a line said aside is not kept
             self._conversation.history.append(ConversationItem("assistant", text))
         if intents.transcript_suppressed(self._clock.monotonic()):
             text = ""

@@ -376,7 +376,7 @@ class ToolRunner:
 
     def _check_soft_limit(self, spec: ToolSpec, caller: Caller, duration_ms: float) -> None:
         soft_ms = self._budgets[caller.mode].soft_limit_ms
-        if spec.category != "retrieval" or duration_ms <= soft_ms:
+        if spec.category != "retrieval" or spec.background or duration_ms <= soft_ms:
             return
         _log.warning(
             "tool_soft_limit_exceeded",

@@ -110,8 +110,9 @@ class Client:
         self.ws = ws
         self.events: list[dict[str, Any]] = []
         self.audio: list[bytes] = []
-        # ("event", dict) or ("audio", bytes), in the order they arrived.
+        # ("event", dict) or ("audio", bytes), in the order they arrived, and when (monotonic).
         self.timeline: list[tuple[str, Any]] = []
+        self.arrived: list[float] = []
         self.close_code: int | None = None
         self.started: dict[str, Any] = {}
 
@@ -132,11 +133,13 @@ class Client:
             if msg.type == aiohttp.WSMsgType.BINARY:
                 self.audio.append(msg.data)
                 self.timeline.append(("audio", msg.data))
+                self.arrived.append(time.monotonic())
                 continue
             if msg.type == aiohttp.WSMsgType.TEXT:
                 event: dict[str, Any] = json.loads(msg.data)
                 self.events.append(event)
                 self.timeline.append(("event", event))
+                self.arrived.append(time.monotonic())
                 return event
             if msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED):
                 self.close_code = self.ws.close_code

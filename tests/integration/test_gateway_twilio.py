@@ -16,11 +16,12 @@ import xml.etree.ElementTree as ET
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 from aiohttp import web
-from harness import Gateway, GatewayFactory, pcm_silence, pcm_tone
+from harness import Gateway, GatewayFactory, pcm_silence, pcm_tone, registry_with_variant
 
 from fakes.openai_realtime.server import FakeRealtimeServer
 from gateway.protocol import EndReason
@@ -377,3 +378,33 @@ async def test_a_call_goes_on_through_the_drain_grace_then_its_stream_ends(
     assert 1.5 <= closed_after < 1.5 + 5 + 2  # the grace, at most the last sentence, margin
     assert session.end_reason is EndReason.SHUTDOWN
     assert gateway.manager.sessions == {}
+
+
+async def test_a_caller_hears_a_holding_line_within_200_ms_of_the_soft_limit(
+    fake: FakeRealtimeServer, gateway_factory: GatewayFactory, tmp_path: Path
+) -> None:
+    """The greeting asks for a 1.5 s tool call: past the voice soft limit (800 ms) the caller
+    hears the model's holding line, within 200 ms more, counted from the handler's own start
+    (its result carries it) to the first media frame Twilio receives after it."""
+    registry = await asyncio.to_thread(
+        registry_with_variant, tmp_path, "sleepy", "slow_lookup", timeoutMs=5000
+    )
+    gateway = await twilio_gateway(
+        gateway_factory, fake, registry=registry, twilio_greeting='/tool slow_lookup {"ms":1500}'
+    )
+    client = await call(gateway)
+    outputs: list[dict[str, Any]] = []
+    while not outputs:
+        event = await client.next()
+        assert event is not None
+        conn = fake.connections[0]
+        outputs = [
+            e["item"]
+            for e in conn.received("conversation.item.create")
+            if e["item"].get("type") == "function_call_output"
+        ]
+    handler_started = json.loads(outputs[0]["output"])["data"]["started"]
+    heard = [at for at, e in client.received if e["event"] == "media" and at > handler_started]
+    assert heard, "nothing was played while the tool ran"
+    assert 0.75 <= heard[0] - handler_started <= 0.8 + 0.2, heard[0] - handler_started
+    await client.send("stop", stop={"accountSid": "AC0123", "callSid": CALL_SID})

@@ -11,8 +11,8 @@ in ``events``). No I/O, no clock.
   transcription is unordered with the model's output, so it is closed (``TranscriptDone``) at
   the turn's end, or before a tool call runs.
 - Tool calls are deduplicated by id (the server may deliver one twice). A ``toolResponse`` answers
-  every id of a batch at once; ids cancelled by ``toolCallCancellation`` or issued on an earlier
-  connection never get an answer (the server does not know them any more).
+  every id of a batch; ids cancelled or issued on an earlier connection never get an answer.
+  Non-blocking calls (``calls``) are answered when ready, with their scheduling.
 - ``interrupted`` is a barge-in: ``SpeechStarted``, nothing more of that turn is forwarded, and the
   response ends ``interrupted``. A client cancel ends the response at once (Gemini has no cancel
   event): the rest of that turn is dropped when it arrives.
@@ -25,24 +25,27 @@ in ``events``). No I/O, no clock.
 from __future__ import annotations
 
 import base64
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from transports import events as ev
-from transports.base import Mode, ToolResult, UpstreamConfig
+from transports.base import Delivery, Mode, ToolResult, UpstreamConfig
 from transports.gemini_live import wire
-from transports.gemini_live.renewal import ORPHANS_PREFIX, orphaned_results_text, question_again
+from transports.gemini_live.calls import SCHEDULING, CallBook
+from transports.gemini_live.renewal import (
+    ORPHANS_PREFIX,
+    orphaned_results_text,
+    question_again,
+    result_text,
+)
 
 __all__ = ["GeminiCodec"]
 
 MIN_APPEND_BYTES = 20 * wire.INPUT_RATE * 2 // 1000  # 20 ms of 16 kHz PCM16
 OFFLINE_AUDIO_BYTES = 15 * wire.INPUT_RATE * 2  # 15 s
 HISTORY_TURNS = 40
-_SEEN_IDS = 4096
 
 
 @dataclass(slots=True)
@@ -83,12 +86,7 @@ class GeminiCodec:
         self._deferred: list[str] = []  # turns that wait until the model stops talking
         self._own_interrupts = 0  # clientContent turns we sent that cut a generation
         self._handle_stale = False  # a turn ran since the last resumable handle
-        self._generated_ids = 0
-        self._pending: dict[str, str] = {}  # call id → name, awaiting our answer
-        # Calls still running when their connection was lost: the new one does not know their
-        # ids, so their results are given to the model as text instead.
-        self._orphans: dict[str, str] = {}
-        self._seen: OrderedDict[str, None] = OrderedDict()
+        self.calls = CallBook(config.tools)
         self._usage: dict[str, Any] | None = None
         self._uplink = bytearray()
         self._offline = bytearray()
@@ -101,7 +99,7 @@ class GeminiCodec:
         up to date: a good moment to reconnect."""
         return (
             self._active is None
-            and not self._pending
+            and not self.calls.pending
             and not self._dropping
             and not self._user_words
             and not self._handle_stale
@@ -238,21 +236,7 @@ class GeminiCodec:
         self._usage = None
 
     def _tool_call(self, message: Mapping[str, Any], out: list[ev.UpstreamEvent]) -> None:
-        calls: list[ev.RequestedCall] = []
-        for raw in message.get("functionCalls") or ():
-            if not isinstance(raw, Mapping):
-                continue
-            if not raw.get("id"):
-                self._generated_ids += 1
-            call_id = str(raw.get("id") or f"gemini_call_{self._generated_ids}")
-            if call_id in self._seen:
-                self.notes.append(("tool_call_duplicate", {"call_id": call_id}))
-                continue
-            self._remember(self._seen, call_id)
-            name = str(raw.get("name", ""))
-            args = raw.get("args")
-            calls.append(ev.RequestedCall(call_id, name, args if isinstance(args, dict) else {}))
-            self._pending[call_id] = name
+        calls = self.calls.requested(message, self.notes)
         if not calls:
             return
         self._dropping = False
@@ -274,9 +258,7 @@ class GeminiCodec:
         self._active = None
 
     def _cancellation(self, message: Mapping[str, Any], out: list[ev.UpstreamEvent]) -> None:
-        ids = [str(i) for i in message.get("ids") or () if str(i) in self._pending]
-        for call_id in ids:
-            del self._pending[call_id]
+        ids = self.calls.cancelled(message)
         if ids:
             out.append(ev.ToolCallsCancelled(tuple(ids)))
 
@@ -310,7 +292,7 @@ class GeminiCodec:
     def user_text(self, text: str) -> None:
         # clientContent interrupts the turn in progress on the server (a reply, or one held by
         # pending tool calls): the `interrupted` that follows is ours, not the user speaking.
-        busy = self._active is not None or bool(self._pending) or self._dropping
+        busy = self._active is not None or bool(self.calls.pending) or self._dropping
         self._cancel_active()
         if busy and self.connected:
             self._own_interrupts += 1
@@ -335,21 +317,26 @@ class GeminiCodec:
         answers: list[tuple[str, str, Mapping[str, Any]]] = []
         orphaned: list[str] = []
         for result in results:
-            if not self.connected and result.call_id in self._pending:
+            if result.acknowledgement:
+                continue  # a non-blocking call: the model did not wait; its result comes later
+            pending, orphans = self.calls.pending, self.calls.orphans
+            if not self.connected and result.call_id in pending:
                 # Its connection is going away: the next one will not know the id.
-                self._orphans[result.call_id] = self._pending.pop(result.call_id)
-            orphan = self._orphans.pop(result.call_id, None)
+                orphans[result.call_id] = pending.pop(result.call_id)
+            orphan = orphans.pop(result.call_id, None)
             if orphan is not None:
-                orphaned.append(f"{orphan} call {result.call_id}: {_short(result, limit=4000)}")
+                orphaned.append(
+                    f"{orphan} call {result.call_id}: {result_text(result, limit=4000)}"
+                )
                 continue
-            name = self._pending.get(result.call_id)
+            name = pending.get(result.call_id)
             if name is None:
                 # Cancelled, answered, or never issued: the server must not get it.
                 self.notes.append(("tool_result_dropped", {"call_id": result.call_id}))
                 continue
-            summary = _short(result)  # serialised before the id leaves the pending list
+            summary = result_text(result)  # serialised before the id leaves the pending list
             answers.append((result.call_id, name or result.name, result.envelope))
-            del self._pending[result.call_id]
+            del pending[result.call_id]
             self._answered_results.append(f"{name} call {result.call_id}: {summary}")
             self.history.append(("user", f"result of {result.call_id}: {summary}"))
         if answers:
@@ -358,10 +345,24 @@ class GeminiCodec:
             # One turn for the batch, once the model is not talking.
             self._turn(ORPHANS_PREFIX + "; ".join(orphaned))
 
+    def scheduled_result(self, result: ToolResult, delivery: Delivery) -> None:
+        """A background call's result, with Gemini's scheduling if this connection issued it."""
+        name = self.calls.nonblocking_answerable(result.call_id) if self.connected else None
+        if name is not None:
+            answer = [(result.call_id, name, result.envelope)]
+            self.outbox.append(wire.tool_response(answer, scheduling=SCHEDULING[delivery]))
+            self.history.append(("user", f"result of {result.call_id}: {result_text(result)}"))
+        elif delivery == "silent":
+            self.context(
+                f"Result of the earlier {result.name} call: {result_text(result, limit=8000)}"
+            )
+        else:
+            self.late_result(result)
+
     def late_result(self, result: ToolResult) -> None:
         self._turn(
             f"Result of the earlier {result.name} call {result.call_id}, which finished after "
-            f"its turn (a confirmation, or a session that moved): {_short(result, limit=8000)}"
+            f"its turn: {result_text(result, limit=8000)}"
         )
 
     def _turn(self, text: str) -> None:
@@ -409,6 +410,7 @@ class GeminiCodec:
     def connection_lost(self) -> list[ev.UpstreamEvent]:
         """The socket is gone: end the response in flight; calls pending are orphaned."""
         self.connected = False
+        self.calls.connection_lost()
         # Frames not sent yet go to the next connection, except answers by id: it will not know
         # those calls. Their results go as text, unless the question is asked again anyway
         # (with the results it already led to).
@@ -431,10 +433,8 @@ class GeminiCodec:
             if transcript:
                 self.history.append(("model", transcript))
             out.append(ev.ResponseDone(r.response_id, "interrupted"))
-        self._orphans.update(self._pending)
-        if self._pending:
-            self.notes.append(("tool_calls_orphaned", {"calls": list(self._pending)}))
-        self._pending.clear()
+        if lost_calls := self.calls.orphan_pending():
+            self.notes.append(("tool_calls_orphaned", {"calls": lost_calls}))
         self._queued[:0] = self._deferred
         self._deferred.clear()
         return out
@@ -470,14 +470,3 @@ class GeminiCodec:
         # Turns sent back to back: each one after the first cuts the reply to the one before.
         self._own_interrupts += max(0, sent_turns - 1)
         return frames
-
-    @staticmethod
-    def _remember(ids: OrderedDict[str, None], call_id: str) -> None:
-        ids[call_id] = None
-        while len(ids) > _SEEN_IDS:
-            ids.popitem(last=False)
-
-
-def _short(result: ToolResult, limit: int = 2000) -> str:
-    text = orjson.dumps(result.envelope, default=dict).decode()
-    return text if len(text) <= limit else text[:limit] + " …[cut]"

@@ -11,7 +11,9 @@ from collections.abc import Sequence
 
 import orjson
 
-__all__ = ["ORPHANS_PREFIX", "orphaned_results_text", "question_again"]
+from transports.base import ToolResult
+
+__all__ = ["ORPHANS_PREFIX", "orphaned_results_text", "question_again", "result_text"]
 
 ORPHANS_PREFIX = (
     "Results of tool calls that were still running when the connection to you was renewed "
@@ -45,3 +47,9 @@ def question_again(question: str, answered_results: Sequence[str], called_tools:
             "their results follow — do not call them again.)"
         )
     return question
+
+
+def result_text(result: ToolResult, limit: int = 2000) -> str:
+    """A tool result as the model reads it in a turn of text (cut past ``limit``)."""
+    text = orjson.dumps(result.envelope, default=dict).decode()
+    return text if len(text) <= limit else text[:limit] + " …[cut]"

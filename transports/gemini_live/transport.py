@@ -38,7 +38,9 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketExce
 from transports import events as ev
 from transports.base import (
     Capabilities,
+    Delivery,
     Mode,
+    ToolResult,
     Transport,
     TransportError,
     UpstreamConfig,
@@ -122,6 +124,10 @@ class GeminiLiveTransport(CodecShell[GeminiCodec]):
 
     async def truncate(self, response_id: str, played_ms: int) -> None:
         return None  # capabilities.truncation is False
+
+    async def send_scheduled_result(self, result: ToolResult, delivery: Delivery) -> None:
+        """``ScheduledResults``: a background call's result, scheduled by Gemini itself."""
+        await self._do(lambda c: c.scheduled_result(result, delivery))
 
     async def update(self, *, mode: Mode | None = None, instructions: str | None = None) -> None:
         codec = self._codec

@@ -52,6 +52,8 @@ def live_config(
             name=str(t.provider_schemas["gemini"]["name"]),
             description=str(t.provider_schemas["gemini"].get("description", "")),
             parameters_json_schema=t.provider_schemas["gemini"].get("parametersJsonSchema"),
+            # The model does not wait for a background tool (reference section 10).
+            behavior=types.Behavior.NON_BLOCKING if t.background else None,
         )
         for t in tools
     ]
@@ -112,13 +114,18 @@ def history_turns(turns: Sequence[tuple[str, str]]) -> str:
     ).decode()
 
 
-def tool_response(responses: Sequence[tuple[str, str, Mapping[str, Any]]]) -> str:
-    """One ``toolResponse`` answering every ``(id, name, response object)`` of a batch."""
+def tool_response(
+    responses: Sequence[tuple[str, str, Mapping[str, Any]]], *, scheduling: str | None = None
+) -> str:
+    """One ``toolResponse`` answering every ``(id, name, response object)`` of a batch;
+    ``scheduling`` for the results of non-blocking calls (``INTERRUPT``, ``WHEN_IDLE``,
+    ``SILENT``)."""
+    extra = {} if scheduling is None else {"scheduling": scheduling}
     return orjson.dumps(
         {
             "toolResponse": {
                 "functionResponses": [
-                    {"id": call_id, "name": name, "response": dict(response)}
+                    {"id": call_id, "name": name, "response": dict(response), **extra}
                     for call_id, name, response in responses
                 ]
             }

@@ -160,12 +160,16 @@ class RealtimeCodec(RealtimeInputs):
             old.ended = True
             out.append(ev.ResponseDone(old.response_id, "cancelled"))
         self._requested = ""
-        self._unseen_input = False  # a new response sees everything added so far
         r = self._active = ResponseState(response_id)
+        metadata = (event.get("response") or {}).get("metadata") or {}
+        r.aside = self._holding_requested or metadata.get("gateway") == "holding_line"
+        self._holding_requested = False
+        if not r.aside:
+            self._unseen_input = False  # a new response sees everything added so far
         self._recent[response_id] = r
         while len(self._recent) > _RECENT_RESPONSES:
             self._recent.popitem(last=False)
-        out.append(ev.ResponseStarted(response_id))
+        out.append(ev.ResponseStarted(response_id, aside=r.aside))
         if self._cancel_next:
             self._cancel_next = False
             self._cancel(r, by_client=True)
@@ -179,7 +183,8 @@ class RealtimeCodec(RealtimeInputs):
         parts = r.texts.get(item_id)
         if parts is None:
             parts = r.texts[item_id] = []
-            r.entries[item_id] = self.replay.add(Entry("assistant", item_id=item_id))
+            if not r.aside:  # a holding line is not part of the conversation
+                r.entries[item_id] = self.replay.add(Entry("assistant", item_id=item_id))
         return parts
 
     def _transcript_delta(self, event: Mapping[str, Any]) -> list[ev.UpstreamEvent]:
@@ -272,7 +277,7 @@ class RealtimeCodec(RealtimeInputs):
             status = "failed"
         else:  # completed, or incomplete (max_output_tokens, content_filter): what came is kept
             status = "completed"
-            self.completed_responses += 1
+            self.completed_responses += 0 if r.aside else 1
             if raw_status == "incomplete":
                 self.notes.append(("response_incomplete", {"reason": details.get("reason")}))
         for item_id, entry in r.entries.items():
@@ -358,6 +363,7 @@ class RealtimeCodec(RealtimeInputs):
             # Our response.create was refused: the response.created seen since (if any) was
             # the server's own (VAD), not ours.
             self._requested = ""
+            self._holding_requested = False
             if already_active and self._unseen_input:
                 # The running response started before our input arrived: it cannot answer it.
                 self._want_response = True

@@ -60,6 +60,7 @@ class RealtimeInputs:
         self._requests = 0
         self._last_request = ""
         self._want_response = False
+        self._holding_requested = False  # the awaited response.created is a holding line
         self._cancel_next = False  # the client cancelled a response that was not created yet
         self._commit_pending = False  # push-to-talk released while offline
         # One of our items reached the conversation after the active response had started.
@@ -146,8 +147,7 @@ class RealtimeInputs:
             Entry(
                 "system",
                 f"Result of the earlier {result.name} call {result.call_id}, which finished "
-                f"after its turn (a confirmation, or a session that moved): "
-                f"{_json(result.envelope)}",
+                f"after its turn: {_json(result.envelope)}",
             )
         )
         self.request_response()
@@ -196,6 +196,18 @@ class RealtimeInputs:
             self.outbox.append(self.session_update())
         # Offline: resume() sends it if it differs from what the new session was given.
 
+    def holding_line(self, instructions: str) -> bool:
+        """Ask for a line outside the conversation while a slow tool call runs; False when the
+        model is replying, a response is on its way, or the connection is down."""
+        if not self.connected or self._active is not None or self._requested:
+            return False
+        self._requests += 1
+        self._requested = self._last_request = f"{_RESPONSE_CREATE_ID}{self._requests}"
+        self._holding_requested = True
+        modalities = ["audio"] if self.mode == "voice" else ["text"]
+        self.outbox.append(wire.holding_line(self._requested, instructions, modalities))
+        return True
+
     def request_response(self) -> None:
         if not self.connected or self._active is not None or self._requested:
             self._want_response = True
@@ -235,11 +247,13 @@ class RealtimeInputs:
                     r.response_id, "cancelled" if r.cancelled_by_client else "interrupted"
                 )
             )
-            if not (r.cancel_sent or r.interrupted):
+            if not (r.cancel_sent or r.interrupted or r.aside):
                 self._want_response = True  # cut by the network: the model answers again
         if self._requested:
             self._requested = ""
-            self._want_response = self._want_response or not self._cancel_next
+            holding = self._holding_requested  # a holding line is not asked for again
+            self._want_response = self._want_response or not (self._cancel_next or holding)
+        self._holding_requested = False
         self._cancel_next = False
         return out
 

@@ -41,6 +41,8 @@ class ResponseState:
     cancel_sent: bool = False
     cancelled_by_client: bool = False  # response.cancel or a newer message: status cancelled
     ended: bool = False  # a ResponseDone went to the session already
+    # An out-of-band response (a holding line): nothing of it enters the replayed conversation.
+    aside: bool = False
 
     def audio_item(self, item_id: str) -> AudioItem:
         for item in reversed(self.audio):

@@ -154,6 +154,17 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
     async def update(self, *, mode: Mode | None = None, instructions: str | None = None) -> None:
         await self._do(lambda c: c.update(mode=mode, instructions=instructions))
 
+    async def say_holding_line(self, instructions: str) -> bool:
+        """``HoldingLines``: an out-of-band response while a slow tool call runs."""
+        asked = False
+
+        def ask(codec: RealtimeCodec) -> None:
+            nonlocal asked
+            asked = codec.holding_line(instructions)
+
+        await self._do(ask)
+        return asked
+
     async def close(self) -> None:
         if self._closing:
             return

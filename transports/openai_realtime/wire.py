@@ -181,6 +181,25 @@ def response_create(event_id: str | None = None) -> str:
     return _json({"type": "response.create", "event_id": event_id})
 
 
+def holding_line(event_id: str, instructions: str, modalities: list[str]) -> str:
+    """An out-of-band response: spoken (or written) from ``instructions`` alone, outside the
+    conversation (``conversation: "none"``, no input), so the model's memory is unchanged."""
+    return _json(
+        {
+            "type": "response.create",
+            "event_id": event_id,
+            "response": {
+                "conversation": "none",
+                "input": [],
+                "instructions": instructions,
+                "output_modalities": modalities,
+                "tool_choice": "none",
+                "metadata": {"gateway": "holding_line"},
+            },
+        }
+    )
+
+
 def response_cancel(response_id: str | None = None) -> str:
     if response_id is None:
         return '{"type":"response.cancel"}'

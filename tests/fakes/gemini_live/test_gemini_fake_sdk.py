@@ -1,8 +1,9 @@
 """The official SDK (``google-genai`` 3.4.0) against the fake Gemini Live server, over loopback TLS.
 
 This is the proof that the fake is faithful enough: the SDK connects with its own TLS and URL
-rules, parses every server message into its typed class, drives a BLOCKING tool round trip,
-resumes the session with the handle the fake issued, sees ``goAway`` and raises ``APIError`` on
+rules, parses every server message into its typed class, drives a BLOCKING tool round trip and a
+NON_BLOCKING one (``behavior``, ``scheduling``), resumes the session with the handle the fake
+issued, sees ``goAway`` and raises ``APIError`` on
 closes, talks to a TEXT model, and is refused TEXT on a native-audio model. The frames the SDK
 sent are asserted exactly, from the fake's log.
 """
@@ -38,6 +39,16 @@ WEATHER = types.FunctionDeclaration(
         required=["city"],
     ),
 )
+
+SLOW_JOB = types.FunctionDeclaration(
+    name="slow_job",
+    description="A job that takes a while",
+    behavior=types.Behavior.NON_BLOCKING,
+    parameters=types.Schema(
+        type=types.Type.OBJECT, properties={"rows": types.Schema(type=types.Type.INTEGER)}
+    ),
+)
+ACK = "I've started slow_job; I'll tell you when it's done."
 
 
 @pytest.fixture(scope="module")
@@ -313,3 +324,85 @@ async def test_a_wrong_key_is_refused_at_the_handshake(cert_dir: Path) -> None:
             assert session.setup_complete is not None
         assert len(server.connections) == 1
     assert caught.value.response.status_code == 401
+
+
+async def test_the_sdk_drives_a_non_blocking_call_answered_when_idle(
+    server: FakeGeminiServer,
+) -> None:
+    client = client_of(server)
+    config = types.LiveConnectConfig(
+        response_modalities=[types.Modality.AUDIO],
+        tools=[types.Tool(function_declarations=[SLOW_JOB, WEATHER])],
+        output_audio_transcription=types.AudioTranscriptionConfig(),
+    )
+    async with client.aio.live.connect(model=NATIVE_AUDIO, config=config) as session:
+        await session.send_client_content(
+            turns=user_turn('/tool slow_job {"rows":3}'), turn_complete=True
+        )
+        started = await one_turn(session)  # the call, then the acknowledgement: no waiting
+        assert started[0].tool_call is not None
+        (call,) = started[0].tool_call.function_calls or []
+        await session.send_tool_response(
+            function_responses=[
+                types.FunctionResponse(
+                    id=call.id,
+                    name=call.name,
+                    response={"output": {"rows_done": 3}},
+                    scheduling=types.FunctionResponseScheduling.WHEN_IDLE,
+                )
+            ]
+        )
+        answered = await one_turn(session)
+
+    def said(messages: list[types.LiveServerMessage]) -> str:
+        return "".join(
+            m.server_content.output_transcription.text or ""
+            for m in messages
+            if m.server_content is not None and m.server_content.output_transcription is not None
+        )
+
+    assert (call.id, call.name, call.args) == ("function-call-1", "slow_job", {"rows": 3})
+    assert said(started) == ACK
+    assert b"".join(m.data for m in started if m.data is not None) == speech_of(ACK)
+    assert said(answered) == 'Tool results: slow_job={"rows_done":3}'
+    fake = server.connections[0]
+    assert fake.open_calls == []
+    sent = [message for direction, message in fake.log if direction == "in"]
+    declarations = sent[0]["setup"]["tools"][0]["functionDeclarations"]
+    assert declarations[0] == {
+        "description": "A job that takes a while",
+        "name": "slow_job",
+        "parameters": {"properties": {"rows": {"type": "INTEGER"}}, "type": "OBJECT"},
+        "behavior": "NON_BLOCKING",
+    }
+    assert "behavior" not in declarations[1]
+    assert sent[2:] == [
+        {
+            "tool_response": {
+                "functionResponses": [
+                    {
+                        "scheduling": "WHEN_IDLE",
+                        "id": "function-call-1",
+                        "name": "slow_job",
+                        "response": {"output": {"rows_done": 3}},
+                    }
+                ]
+            }
+        }
+    ]
+
+
+async def test_a_behavior_the_sdk_does_not_know_is_refused(server: FakeGeminiServer) -> None:
+    with pytest.warns(UserWarning, match="SOMETIMES is not a valid Behavior"):
+        declaration = types.FunctionDeclaration(name="odd", behavior="SOMETIMES")
+    config = types.LiveConnectConfig(tools=[types.Tool(function_declarations=[declaration])])
+    with pytest.raises(errors.APIError) as caught:
+        async with client_of(server).aio.live.connect(model=NATIVE_AUDIO, config=config):
+            pass
+    assert caught.value.code == 1007
+    assert caught.value.details == (
+        "Invalid value at 'setup.tools[0].function_declarations[0].behavior' (Behavior), "
+        "'SOMETIMES'"
+    )
+    (setup,) = server.connections[0].received("setup")
+    assert setup["setup"]["tools"][0]["functionDeclarations"][0]["behavior"] == "SOMETIMES"

@@ -40,7 +40,7 @@ from fakes.gemini_live.session import FakeGeminiSession, Phase
 from fakes.gemini_live.setup import apply_context_update, parse_setup
 from fakes.gemini_live.speech import HangPlan, SpeechPlan, SpeechRun
 from fakes.gemini_live.tls import ensure_certificate
-from fakes.gemini_live.tools import Answer, ToolBatch, forget_calls
+from fakes.gemini_live.tools import Answer, ToolBatch, forget_calls, issue_calls
 from fakes.gemini_live.wire import (
     Action,
     Begin,
@@ -382,7 +382,7 @@ def test_a_tool_batch_collects_answers_in_any_order() -> None:
     store = SessionStore()
     memory = store.new_session()
     batch = ToolBatch(
-        memory.counters, [ToolCall("call_1", "a", "{}"), ToolCall("call_2", "b", "x")]
+        issue_calls(memory.counters, [ToolCall("call_1", "a", "{}"), ToolCall("call_2", "b", "x")])
     )
     assert batch.ids == ("function-call-1", "function-call-2")
     assert batch.wire()[1] == {"id": "function-call-2", "name": "b", "args": {"x": None}}
