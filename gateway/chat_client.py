@@ -83,7 +83,13 @@ def render(event: dict[str, Any], state: ChatState) -> tuple[str, bool]:
     if kind == "tool.started":
         if state.current_response:
             state.tool_responses.add(state.current_response)
-        return _lines(f"  [tool] {event['name']} {_compact(event.get('arguments', {}))}"), False
+        where = " (in the background)" if event.get("background") else ""
+        return _lines(
+            f"  [tool] {event['name']} {_compact(event.get('arguments', {}))}{where}"
+        ), False
+    if kind == "tool.slow":
+        cue = f"; the caller hears a holding {event['cue']}" if event.get("cue") != "none" else ""
+        return _lines(f"  [tool slow] {event['name']}: {event['elapsed_ms']} ms{cue}"), False
     if kind == "tool.finished":
         took = f"{event.get('duration_ms', 0)} ms"
         if event.get("ok"):

@@ -100,14 +100,18 @@ class ToolInfo:
     summary: str
     category: str  # retrieval | action | utility (TOOLS.md section 1)
     requires_confirmation: bool
+    background: bool = False  # extension (10.14): sent only when true
 
     def to_dict(self) -> JsonObject:
-        return {
+        info: JsonObject = {
             "name": self.name,
             "summary": self.summary,
             "category": self.category,
             "requires_confirmation": self.requires_confirmation,
         }
+        if self.background:
+            info["background"] = True
+        return info
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -246,6 +246,7 @@ class SessionManager:
                         summary=s.summary,
                         category=s.category,
                         requires_confirmation=s.needs_confirmation,
+                        background=s.background,
                     )
                     for s in visible
                 ),

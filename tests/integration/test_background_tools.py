@@ -97,6 +97,9 @@ async def test_the_conversation_goes_on_while_the_job_runs_and_its_result_comes_
 ) -> None:
     gateway = await on_openai(gateway_factory, fake, background_registry)
     async with gateway.session("text") as client:
+        offered = {t["name"]: t for t in client.started["tools"]}
+        assert offered["slow_job"]["background"] is True
+        assert "background" not in offered["sleepy"]
         await client.send("text.send", text=job(1200))
         started = await client.last("tool.started")
         assert (started["name"], started["background"]) == ("slow_job", True)

@@ -564,3 +564,26 @@ async def test_a_rejected_confirmation_is_no_longer_shown_as_awaiting(
     head = (await entry.inner_text()).split("\n")[0]
     assert "awaiting confirmation" not in head, head
     assert await entry.get_attribute("data-state") != "confirmation"
+
+
+async def test_a_background_call_shows_as_running_then_finished_and_a_slow_one_as_slow(
+    gateway_factory: GatewayFactory, chromium: Launch, tmp_path: Path
+) -> None:
+    from harness import registry_with_variant
+
+    root = tmp_path / "tools"
+    registry = await asyncio.to_thread(
+        registry_with_variant, root, "sleepy", "slow_job", execution="background", timeoutMs=9000
+    )
+    gateway = await gateway_factory(registry=registry, local_pace=1.0, text_soft_limit_ms=300)
+    page, _, _ = await open_page(await chromium(), f"{gateway.url}/?token={token('bg')}")
+    await connect(page, "text")
+    await type_message(page, '/tool slow_job {"ms": 1500}')
+    running = page.locator("[data-testid=tools] li[data-state=background]")
+    await running.wait_for(timeout=WAIT_MS)
+    assert "running in the background" in await running.inner_text()
+    done = page.locator("[data-testid=tools] li[data-state=ok]")
+    await done.wait_for(timeout=WAIT_MS)
+    await type_message(page, '/tool sleepy {"ms": 950}')  # a blocking call past 300 ms
+    slow = page.locator("[data-testid=tools] li").filter(has_text="slow: still running after")
+    await slow.wait_for(timeout=WAIT_MS)

@@ -277,6 +277,9 @@ function onServerEvent(event) {
     case "tool.finished":
       timeline.finished(event);
       break;
+    case "tool.slow":
+      timeline.slow(event);
+      break;
     case "confirmation.requested":
       confirmations.set(event.confirmation_id, { call_id: event.call_id, tool: event.tool });
       timeline.confirmation(event.call_id, event.tool, `asks: ${event.prompt}`);

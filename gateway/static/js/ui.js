@@ -149,7 +149,16 @@ export class ToolTimeline {
 
   started(event) {
     const call = this.entry(event.call_id, event.name);
+    if (event.background) this.setState(call, "background", "running in the background", "running");
     this.line(call, `arguments ${compact(event.arguments)}`);
+  }
+
+  // tool.slow: the model waits for this call past the soft limit (the caller hears a cue).
+  slow(event) {
+    const call = this.entry(event.call_id, event.name);
+    this.setState(call, "slow", `still running · ${event.elapsed_ms} ms`, "running");
+    const cue = event.cue === "none" ? "" : `; the caller hears a holding ${event.cue}`;
+    this.line(call, `slow: still running after ${event.elapsed_ms} ms${cue}`);
   }
 
   finished(event) {

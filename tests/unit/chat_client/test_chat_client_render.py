@@ -172,3 +172,28 @@ def test_a_move_and_a_resume_are_shown_with_what_a_lost_node_did_not_answer() ->
         "  [chat] tool call call_1 stopped with that node\n",
         True,
     )
+
+
+def test_a_background_call_and_a_slow_one_are_shown() -> None:
+    state = ChatState()
+    started = {
+        "type": "tool.started",
+        "call_id": "c1",
+        "name": "slow_job",
+        "arguments": {"ms": 5},
+        "background": True,
+    }
+    assert render(started, state) == ('  [tool] slow_job {"ms":5} (in the background)\n', False)
+    slow = {
+        "type": "tool.slow",
+        "call_id": "c2",
+        "name": "kb_search",
+        "elapsed_ms": 801,
+        "soft_limit_ms": 800,
+        "cue": "tone",
+    }
+    assert render(slow, state) == (
+        "  [tool slow] kb_search: 801 ms; the caller hears a holding tone\n",
+        False,
+    )
+    assert render({**slow, "cue": "none"}, state) == ("  [tool slow] kb_search: 801 ms\n", False)
