@@ -16,8 +16,8 @@ caller hears a cue at once:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Protocol
 
 import structlog
 
@@ -45,13 +45,28 @@ class HoldingCues:
         self._player = player
         self._policy = policy
 
-    async def watch(self, calls: Sequence[ToolCall], *, voice: bool) -> None:
-        """Wait for the mode's soft limit, then tell and cue. Cancelled when the calls end."""
+    def watch(
+        self,
+        calls: Sequence[ToolCall],
+        *,
+        voice: bool,
+        track: Callable[[Coroutine[Any, Any, None]], None],
+    ) -> asyncio.TimerHandle | None:
+        """At the mode's soft limit, tell and cue (``track`` runs it as tool work); cancel the
+        returned timer when the calls end first. A timer, not a task: most calls end in time."""
         if not calls:
-            return
+            return None
         soft_limit_ms = self._w.host.call_policy().budget.soft_limit_ms
         started = self._w.clock.monotonic()
-        await asyncio.sleep(soft_limit_ms / 1000)
+        loop = asyncio.get_running_loop()
+        return loop.call_later(
+            soft_limit_ms / 1000,
+            lambda: track(self._slow(list(calls), voice, started, soft_limit_ms)),
+        )
+
+    async def _slow(
+        self, calls: list[ToolCall], voice: bool, started: float, soft_limit_ms: int
+    ) -> None:
         cue = await self._cue() if voice else "none"
         elapsed_ms = round((self._w.clock.monotonic() - started) * 1000)
         for call in calls:

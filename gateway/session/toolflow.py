@@ -316,9 +316,8 @@ class ToolFlow:
                 )
         executions = waited
         fresh = [e for e in executions if known.get(e.call.call_id) is None]
-        holding = asyncio.create_task(
-            self._holding.watch([e.call for e in fresh], voice=w.host.caller().mode == "voice")
-        )
+        voice = w.host.caller().mode == "voice"
+        holding = self._holding.watch([e.call for e in fresh], voice=voice, track=self.track)
         try:
             ran = await w.runner.run_batch(
                 [e.call for e in fresh],
@@ -329,7 +328,8 @@ class ToolFlow:
                 ],
             )
         finally:
-            holding.cancel()
+            if holding is not None:
+                holding.cancel()
         await w.ownership.finish_calls((o.call.call_id, o.envelope) for o in ran)
         by_id = {o.call.call_id: o for o in ran}
         for execution in executions:
