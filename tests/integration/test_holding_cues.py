@@ -75,7 +75,8 @@ async def test_openai_says_a_holding_line_aside_within_200_ms_of_the_soft_limit(
             for e in fake.connections[0].received("response.create")
             if (e.get("response") or {}).get("conversation") == "none"
         ]
-        assert len(oob) == 1 and oob[0]["input"] == []
+        assert len(oob) == 1
+        assert oob[0]["input"] == []
         history = [
             item.text
             for item in gateway.manager.sessions[client.started["session_id"]].conversation.history
