@@ -21,12 +21,12 @@ import signal
 import ssl
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from types import TracebackType
-from typing import Any, Generic, Protocol, Self, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from aiohttp import WSMessage, WSMsgType, web
 
 from fakes.close import CLOSE_REASON_MAX_BYTES, Close
+from fakes.lifecycle import Served
 
 __all__ = [
     "CLOSE_REASON_MAX_BYTES",
@@ -275,7 +275,7 @@ class ConnectionShell(ABC, Generic[OptionsT, KeyT, OutT]):
 ConnectionT = TypeVar("ConnectionT", bound=ConnectionShell[Any, Any, Any])
 
 
-class ServerShell(ABC, Generic[ConnectionT]):
+class ServerShell(Served, Generic[ConnectionT]):
     """The listener: accepted connections, ``start`` / ``stop`` and ``async with``."""
 
     def __init__(self) -> None:
@@ -332,18 +332,6 @@ class ServerShell(ABC, Generic[ConnectionT]):
         self.connections.append(connection)
         async with self._accepted:
             self._accepted.notify_all()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
 
 ServerT = TypeVar("ServerT", bound=ServerShell[Any])

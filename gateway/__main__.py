@@ -15,16 +15,31 @@ def _check(_: argparse.Namespace) -> int:
 
     settings = Settings.load()
     registry = load_registry(settings.registry_path())
-    print(f"registry {registry.version} (commit {registry.git_commit}): {len(registry)} tools")
+    unavailable = registry.unavailable()
+    counted = f", {len(unavailable)} unavailable" if unavailable else ""
+    print(
+        f"registry {registry.version} (commit {registry.git_commit}): "
+        f"{len(registry)} tools{counted}"
+    )
+    names = [*registry.tool_ids(), *(tool.tool_id for tool in unavailable)]
+    width = max([24, *map(len, names)])
     for spec in registry.tools():
         flags = []
+        if spec.http is not None:
+            flags.append(f"http {spec.http.method} {spec.http.path}")
         if spec.needs_confirmation:
             flags.append("confirmation")
         if spec.permissions:
             flags.append("roles=" + ",".join(sorted(spec.permissions)))
         modes = "+".join(sorted(spec.modes))
         extra = f" [{'; '.join(flags)}]" if flags else ""
-        print(f"  {spec.tool_id:<24} {spec.category:<9} {spec.sensitivity:<8} {modes}{extra}")
+        print(f"  {spec.tool_id:<{width}} {spec.category:<9} {spec.sensitivity:<8} {modes}{extra}")
+    for tool in unavailable:  # never offered to a model: an HTTP tool without its settings
+        modes = "+".join(sorted(tool.modes))
+        print(
+            f"  {tool.tool_id:<{width}} {tool.category:<9} {tool.sensitivity:<8} {modes} "
+            f"unavailable: {tool.reason}"
+        )
     return 0
 
 

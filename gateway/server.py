@@ -21,6 +21,7 @@ from aiohttp import web
 from gateway.admission import Admission, json_error
 from gateway.client_socket import ClientSocket, HandshakeRefused
 from gateway.config import Settings
+from gateway.http_tools.shared_client import close_shared_http_client
 from gateway.node import NodeRuntime
 from gateway.observability import Metrics
 from gateway.protocol import (
@@ -136,6 +137,7 @@ class GatewayServer:
         if self.node is not None:
             await self.node.stop()
         await self.manager.store.close()
+        await close_shared_http_client()  # after the sessions: no tool call is left running
 
     # -- plain endpoints -----------------------------------------------------------------------
 

@@ -3,6 +3,11 @@
 Every problem of every tool is collected as a ``BuildError`` (file and reason) rather than raised,
 so one run shows them all. The artifact is a pure function of the tool files, except
 ``buildTimestamp``; ``version`` is ``1.0.<first 8 hex of the content hash>``.
+
+A folder is a Python tool (``handler.py``) or an HTTP tool (an ``http`` section in
+``schema.json``, no ``handler.py``). Every entry records its absolute ``folderPath``;
+``handlerPath`` is null for an HTTP tool, whose entry holds its ``http`` section with every
+default made explicit. Neither path counts in ``version``.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import orjson
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from gateway.registry.format import REQUIRED_FILES, source_hash
+from gateway.registry.format import HANDLER_FILE, REQUIRED_FILES, source_hash
 from registry_build.adapters import (
     CONFIRMATION_ID_PROPERTY,
     describe_for_model,
@@ -27,6 +32,7 @@ from registry_build.adapters import (
     provider_schemas,
 )
 from registry_build.checks import check_doc, check_handler_source, check_summary
+from registry_build.http_checks import check_http_section, normalized_http_section
 from registry_build.metaschema import TOOL_METADATA_SCHEMA
 
 __all__ = [
@@ -43,6 +49,7 @@ __all__ = [
 BUILTIN_TOOLS_DIR = Path(__file__).resolve().parent / "builtin"
 
 _METADATA_VALIDATOR = Draft202012Validator(TOOL_METADATA_SCHEMA)
+_PATH_KEYS = frozenset({"folderPath", "handlerPath"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +112,25 @@ def _load_tool(folder: Path) -> tuple[dict[str, Any] | None, list[BuildError]]:
                 meta = loaded
             else:
                 fail("schema.json", "must hold a JSON object")
+    has_handler = (folder / HANDLER_FILE).is_file()
     if meta is not None:
         for reason in _check_metadata(name, meta):
             fail("schema.json", reason)
+        if "http" in meta:
+            for reason in check_http_section(meta):
+                fail("schema.json", reason)
+            if has_handler:
+                fail(
+                    HANDLER_FILE,
+                    "an HTTP tool (an http section in schema.json) must not have a handler.py: "
+                    "keep one of them",
+                )
+        elif not has_handler:
+            fail(
+                HANDLER_FILE,
+                "missing required file handler.py (or an http section in schema.json, for an "
+                "HTTP tool)",
+            )
 
     summary = ""
     if "doc_summary.md" not in missing:
@@ -119,9 +142,9 @@ def _load_tool(folder: Path) -> tuple[dict[str, Any] | None, list[BuildError]]:
         documentation = (folder / "doc.md").read_text(encoding="utf-8")
         for reason in check_doc(documentation):
             fail("doc.md", reason)
-    if "handler.py" not in missing:
-        for reason in check_handler_source((folder / "handler.py").read_text(encoding="utf-8")):
-            fail("handler.py", reason)
+    if has_handler:
+        for reason in check_handler_source((folder / HANDLER_FILE).read_text(encoding="utf-8")):
+            fail(HANDLER_FILE, reason)
 
     if errors or meta is None:
         return None, errors
@@ -192,13 +215,16 @@ def _entry(folder: Path, meta: dict[str, Any], summary: str, documentation: str)
         "summary": summary,
         "description": description,
         "documentation": documentation,
-        "handlerPath": str((folder / "handler.py").resolve()),
+        "folderPath": str(folder.resolve()),
+        "handlerPath": None if "http" in meta else str((folder / HANDLER_FILE).resolve()),
         "sourceHash": source_hash(folder),
         "providerSchemas": provider_schemas(
             tool_id, description, meta["parameters"], needs_confirmation(meta)
         ),
     }
     del entry["parameters"]
+    if "http" in meta:
+        entry["http"] = normalized_http_section(meta["http"])
     return entry
 
 
@@ -218,8 +244,8 @@ def _git_commit(roots: list[Path]) -> str:
 
 
 def _content_version(tools: list[dict[str, Any]]) -> str:
-    # handlerPath depends on where the checkout lives; the version depends on content only.
-    portable = [{k: v for k, v in t.items() if k != "handlerPath"} for t in tools]
+    # The paths depend on where the checkout lives; the version depends on content only.
+    portable = [{k: v for k, v in t.items() if k not in _PATH_KEYS} for t in tools]
     digest = hashlib.sha256(orjson.dumps(portable, option=orjson.OPT_SORT_KEYS)).hexdigest()
     return f"1.0.{digest[:8]}"
 

@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 import uvloop
 from redis_kit import RedisServer, running_redis
+from registry_kit import write_artifact
 
 from gateway.registry import Registry, load_registry
-from registry_build import build_registry
-from registry_build.build import serialize_artifact
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -31,10 +30,13 @@ FIXTURES = REPO / "tests" / "fixtures"
 
 
 def build_and_load(roots: list[Path], out: Path) -> Registry:
-    result = build_registry(roots)
-    assert result.artifact is not None, [str(e) for e in result.errors]
-    out.write_bytes(serialize_artifact(result.artifact))
-    return load_registry(out)
+    return load_registry(write_artifact(roots, out))
+
+
+@pytest.fixture(scope="session")
+def project_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project's tools, built; load it with the environment a test needs (HTTP tools)."""
+    return write_artifact([REPO / "tools"], tmp_path_factory.mktemp("registry") / "project.json")
 
 
 @pytest.fixture(scope="session")

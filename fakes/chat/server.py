@@ -19,19 +19,18 @@ import asyncio
 import itertools
 import logging
 import re
-import signal
 import sys
 import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import orjson
 from aiohttp import web
 
 from fakes.chat.brain import Calls, Cut, FakeCall, FakeReply, HttpError, Text, decide
+from fakes.lifecycle import Served, run_until_signalled
 
 __all__ = [
     "UNANNOUNCED_FIELD",
@@ -251,7 +250,7 @@ def error_body(status: int, message: str, code: str | None) -> dict[str, Any]:
 # The shell -------------------------------------------------------------------------------------
 
 
-class FakeChatServer:
+class FakeChatServer(Served):
     """The fake on a loopback port: ``async with FakeChatServer(options) as server: ...``.
 
     ``requests`` are the JSON bodies received on the chat route, in order, and ``responses``
@@ -307,18 +306,6 @@ class FakeChatServer:
         async with asyncio.timeout(timeout), self._logged:
             await self._logged.wait_for(lambda: len(self.requests) >= count)
         return self.requests[:count]
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         task = asyncio.current_task()
@@ -460,19 +447,10 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[FakeChatOptions, str, int]:
     return options, args.host, args.port
 
 
-async def _serve_until_signalled(options: FakeChatOptions, host: str, port: int) -> None:
-    async with FakeChatServer(options, host=host, port=port) as server:
-        print(f"listening {server.base_url}", flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
-        await stop.wait()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     options, host, port = _parse_args(argv)
-    asyncio.run(_serve_until_signalled(options, host, port))
+    server = FakeChatServer(options, host=host, port=port)
+    asyncio.run(run_until_signalled(server, lambda: server.base_url))
     return 0
 
 

@@ -1,7 +1,7 @@
 """The runtime tool registry: the built artifact, loaded once, pinned per session."""
 
 from gateway.registry.loader import BUILD_COMMAND, Registry, load_registry
-from gateway.registry.spec import Handler, ToolSpec
+from gateway.registry.spec import Handler, ToolSpec, UnavailableTool
 from gateway.registry.validation import ArgumentValidator, compile_validator
 
 __all__ = [
@@ -10,6 +10,7 @@ __all__ = [
     "Handler",
     "Registry",
     "ToolSpec",
+    "UnavailableTool",
     "compile_validator",
     "load_registry",
 ]

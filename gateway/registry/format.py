@@ -3,6 +3,10 @@ files of a tool folder and their hash (a stale artifact is caught by comparing i
 subset of JSON Schema that Gemini can express (the build refuses the rest; the runtime compiles
 a fast validator for schemas inside it).
 
+A tool folder always has ``REQUIRED_FILES``; its behaviour comes from exactly one of
+``handler.py`` (a Python handler) or an ``http`` section in ``schema.json`` (an HTTP tool, run by
+``gateway.http_tools``).
+
 ``registry_build`` imports these from here: the product never imports build-time code.
 """
 
@@ -16,12 +20,16 @@ from typing import Any
 __all__ = [
     "ANNOTATIONS",
     "GEMINI_KEYWORDS",
+    "HANDLER_FILE",
     "REQUIRED_FILES",
+    "TOOL_FILES",
     "gemini_unsupported_keywords",
     "source_hash",
 ]
 
-REQUIRED_FILES = ("schema.json", "doc_summary.md", "doc.md", "handler.py")
+REQUIRED_FILES = ("schema.json", "doc_summary.md", "doc.md")
+HANDLER_FILE = "handler.py"  # absent from an HTTP tool's folder
+TOOL_FILES = (*REQUIRED_FILES, HANDLER_FILE)
 
 # Keywords of types.Schema (google-genai), in JSON Schema spelling; `$schema`, `$id` and
 # `$comment` are annotations that are stripped before anything is sent.
@@ -59,12 +67,20 @@ ANNOTATIONS = frozenset({"$schema", "$id", "$comment"})
 
 
 def source_hash(folder: Path) -> str:
-    """Hash of a tool's four files; the loader compares it to detect a stale artifact."""
+    """Hash of a tool's files; the loader compares it to detect a stale artifact.
+
+    A missing ``handler.py`` is hashed as absent (not as empty), so adding one to an HTTP tool's
+    folder, or removing one, makes the artifact stale too. A missing required file raises
+    ``OSError``."""
     digest = hashlib.sha256()
-    for name in REQUIRED_FILES:
+    for name in TOOL_FILES:
+        path = folder / name
+        if name == HANDLER_FILE and not path.exists():
+            digest.update(name.encode() + b"\1")  # "\1": no file, unlike "\0" + its bytes
+            continue
         digest.update(name.encode())
         digest.update(b"\0")
-        digest.update((folder / name).read_bytes())
+        digest.update(path.read_bytes())
         digest.update(b"\0")
     return digest.hexdigest()
 

@@ -1,4 +1,9 @@
-"""A tool as the runtime knows it: the artifact entry, typed, plus its handler and validator."""
+"""A tool as the runtime knows it: the artifact entry, typed, plus its handler and validator.
+
+A Python tool's handler is its ``handler.py``'s ``execute`` (``handler_path``); an HTTP tool's is
+made from its ``http`` section (``http``; ``handler_path`` is None). A tool the registry cannot
+offer here (an HTTP tool whose environment variables are missing) is an ``UnavailableTool``.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +11,10 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from gateway.http_tools.section import HttpToolSection
 from gateway.registry.validation import ArgumentValidator
 
-__all__ = ["Handler", "ToolSpec"]
+__all__ = ["Handler", "ToolSpec", "UnavailableTool"]
 
 Handler = Callable[[dict[str, Any], Any], Coroutine[Any, Any, Any]]
 Category = Literal["retrieval", "action", "utility"]
@@ -40,9 +46,10 @@ class ToolSpec:
     summary: str
     description: str
     documentation: str
-    handler_path: str
+    handler_path: str | None  # None: an HTTP tool
     handler: Handler
     validator: ArgumentValidator
+    http: HttpToolSection | None = None  # an HTTP tool's request
 
     @property
     def background(self) -> bool:
@@ -58,7 +65,11 @@ class ToolSpec:
 
     @classmethod
     def from_entry(
-        cls, entry: Mapping[str, Any], handler: Handler, validator: ArgumentValidator
+        cls,
+        entry: Mapping[str, Any],
+        handler: Handler,
+        validator: ArgumentValidator,
+        http: HttpToolSection | None = None,
     ) -> ToolSpec:
         return cls(
             tool_id=entry["toolId"],
@@ -82,7 +93,20 @@ class ToolSpec:
             summary=entry["summary"],
             description=entry.get("description", entry["summary"]),
             documentation=entry["documentation"],
-            handler_path=entry["handlerPath"],
+            handler_path=entry.get("handlerPath"),
             handler=handler,
             validator=validator,
+            http=http,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class UnavailableTool:
+    """A tool of the artifact that this process cannot run, and why (never offered to a model;
+    listed by ``python -m gateway check``)."""
+
+    tool_id: str
+    category: Category
+    sensitivity: Sensitivity
+    modes: frozenset[str]
+    reason: str

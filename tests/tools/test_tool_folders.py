@@ -1,7 +1,9 @@
 """Every bundled tool folder follows the contract of TOOLS.md section 1.
 
 These checks mirror the registry build (which owns the authoritative version), so that a broken
-tool is caught by the tool's own tests too, with the tool's name in the failure.
+tool is caught by the tool's own tests too, with the tool's name in the failure. A Python tool has
+the four files; an HTTP tool (an ``http`` section in ``schema.json``) has the three without
+``handler.py``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ TOOLS_DIR = REPO / "tools"
 BUILTIN_DIR = REPO / "registry_build" / "builtin"
 EXPECTED_TOOLS = {
     "calendar_create_event",
+    "care_api_get_appointments",
+    "care_api_reschedule_appointment",
     "create_care_log",
     "end_voice_session",
     "get_current_time",
@@ -39,7 +43,14 @@ FOLDERS = {
     if p.is_dir() and p.name[0] not in "_."
 }
 TOOL_IDS = sorted(FOLDERS)
+HTTP_TOOL_IDS = sorted(
+    tool_id
+    for tool_id in TOOL_IDS
+    if "http" in json.loads((FOLDERS[tool_id] / "schema.json").read_text())
+)
+HANDLER_TOOL_IDS = sorted(set(TOOL_IDS) - set(HTTP_TOOL_IDS))
 REQUIRED_FILES = {"schema.json", "doc_summary.md", "doc.md", "handler.py"}
+HTTP_TOOL_FILES = REQUIRED_FILES - {"handler.py"}
 DOC_SECTIONS = ("Summary", "Parameters", "Returns", "Errors", "Examples")
 
 # The keywords Gemini's function declarations accept inside "parameters".
@@ -80,6 +91,14 @@ METADATA_SCHEMA: dict[str, Any] = {
         "dependsOn": {"type": "array", "items": {"type": "string"}},
         "safetyRules": {"type": "array", "items": {"type": "string", "minLength": 1}},
         "parameters": {"type": "object"},
+        "http": {
+            "type": "object", "required": ["method", "path", "baseUrlEnv"],
+            "properties": {
+                "method": {"enum": ["GET", "POST", "PUT", "PATCH", "DELETE"]},
+                "path": {"type": "string", "pattern": "^/"},
+                "baseUrlEnv": {"type": "string", "pattern": "^[A-Z][A-Z0-9_]*$"},
+            },
+        },
     },
 }  # fmt: skip
 
@@ -119,12 +138,25 @@ def iter_subschemas(schema: Any) -> list[dict[str, Any]]:
 
 def test_all_expected_tools_exist() -> None:
     assert set(TOOL_IDS) >= EXPECTED_TOOLS
+    assert set(HTTP_TOOL_IDS) >= {"care_api_get_appointments", "care_api_reschedule_appointment"}
 
 
 @pytest.mark.parametrize("tool_id", TOOL_IDS)
-def test_folder_has_exactly_the_four_files(tool_id: str) -> None:
+def test_folder_has_exactly_its_files(tool_id: str) -> None:
     names = {p.name for p in FOLDERS[tool_id].iterdir() if p.name != "__pycache__"}
-    assert names == REQUIRED_FILES
+    assert names == (HTTP_TOOL_FILES if tool_id in HTTP_TOOL_IDS else REQUIRED_FILES)
+
+
+@pytest.mark.parametrize("tool_id", HTTP_TOOL_IDS)
+def test_http_tools_send_every_argument_once_and_have_a_deadline(tool_id: str) -> None:
+    schema = read_schema(tool_id)
+    http = schema["http"]
+    in_path = re.findall(r"\{([^{}]+)\}", http["path"])
+    sent = [*in_path, *http.get("query", []), *http.get("body", [])]
+    assert sorted(sent) == sorted(schema["parameters"]["properties"])
+    assert set(in_path) <= set(schema["parameters"]["required"])
+    assert schema["timeoutMs"] <= 3000  # within the voice budget's hard timeout
+    assert not (http["method"] in ("GET", "DELETE") and http.get("body"))
 
 
 @pytest.mark.parametrize("tool_id", TOOL_IDS)
@@ -199,7 +231,7 @@ def test_doc_examples_are_valid_calls_and_envelopes(tool_id: str) -> None:
             assert envelope.error.type.value in errors_doc
 
 
-@pytest.mark.parametrize("tool_id", TOOL_IDS)
+@pytest.mark.parametrize("tool_id", HANDLER_TOOL_IDS)
 def test_handler_defines_execute_with_two_parameters(tool_id: str) -> None:
     tree = ast.parse((FOLDERS[tool_id] / "handler.py").read_text())
     execute = [
@@ -216,7 +248,7 @@ def test_handler_defines_execute_with_two_parameters(tool_id: str) -> None:
     assert arguments.kwarg is None
 
 
-@pytest.mark.parametrize("tool_id", TOOL_IDS)
+@pytest.mark.parametrize("tool_id", HANDLER_TOOL_IDS)
 def test_handler_imports_only_the_tool_runtime(tool_id: str) -> None:
     tree = ast.parse((FOLDERS[tool_id] / "handler.py").read_text())
     for node in ast.walk(tree):

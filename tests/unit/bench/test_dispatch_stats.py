@@ -14,8 +14,10 @@ from bench.dispatch_stats import (
     distribution,
     parse_timings,
     render,
+    render_http,
     render_report,
     summarize,
+    summarize_http,
 )
 
 
@@ -132,3 +134,22 @@ def test_a_report_whose_processes_shared_one_core_says_so() -> None:
 def test_a_plan_counts_frames_and_seconds() -> None:
     plan = DispatchPlan(dispatches=75, every=4)
     assert (plan.frames, plan.seconds) == (300, 6.0)
+
+
+def test_the_http_row_says_what_the_tool_adds() -> None:
+    section = summarize_http({"direct": [1.0, 2.0, 3.0], "http_tool": [1.5, 2.25, 3.5]})
+    assert section["paths"]["direct"]["p50_ms"] == 2.0
+    assert section["paths"]["http_tool"]["p50_ms"] == 2.25
+    assert section["added_p50_ms"] == 0.25
+    assert section["added_p99_ms"] == pytest.approx(0.495)
+    table = render_http(section)
+    assert "| direct (aiohttp) | 3 | 2.000 |" in table
+    assert "| HTTP tool (tool runner) | 3 | 2.250 |" in table
+    assert "adds 0.250 ms at p50 (target ≤ 1 ms: met)" in table
+
+
+def test_an_http_row_that_failed_or_is_empty_says_so() -> None:
+    assert "Not measured: RuntimeError: no API" in render_http({"error": "RuntimeError: no API"})
+    empty = summarize_http({})
+    assert empty["added_p50_ms"] is None
+    assert "adds – ms at p50" in render_http(empty)
