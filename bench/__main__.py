@@ -7,7 +7,9 @@
 - ``dispatch``: tool dispatch overhead (``bench.dispatch_bench``);
 - ``scale``: session setup and resume with Redis, relay CPU with Redis on and off, one worker
   against two (``bench.suite_scale``; needs ``redis-server``);
-- ``all``: relay, capacity, dispatch, then the plots in ``docs/bench/`` (``bench.suite_all``).
+- ``all``: relay, capacity, dispatch, then the plots in ``docs/bench/`` (``bench.suite_all``);
+- ``latency``: voice-to-voice latency added per audio path, OpenAI and Gemini fakes, against
+  direct (``bench.latency_bench``); ``latency.png`` into ``--docs``.
 
 ``--quick`` shrinks every plan to a smoke run (1 rep, 3 s, 10 sessions).
 """
@@ -22,7 +24,7 @@ from pathlib import Path
 from bench import gateway_bench, registry_bench
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBCOMMANDS = ["registry", "gateway", "relay", "capacity", "dispatch", "scale", "all"]
+SUBCOMMANDS = ["registry", "gateway", "relay", "capacity", "dispatch", "scale", "all", "latency"]
 
 
 def _counts(text: str) -> list[int]:
@@ -65,12 +67,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("target", choices=SUBCOMMANDS, help="what to measure")
     parser.add_argument("--out", type=Path, default=Path("build/bench"))
-    parser.add_argument("--docs", type=Path, default=Path("docs/bench"), help="all: plots")
+    parser.add_argument("--docs", type=Path, default=Path("docs/bench"), help="all, latency: plots")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 1 rep, 3 s, 10 sessions")
     parser.add_argument(
         "--registry", type=Path, default=Path("build/tool_registry.json"), help="for gateway"
     )
-    suite = parser.add_argument_group("relay and capacity")
+    suite = parser.add_argument_group("relay, capacity and dispatch")
     suite.add_argument("--targets", type=_targets, help="comma-separated; default: all")
     suite.add_argument("--reps", type=int, help="relay: repetitions (default 3)")
     suite.add_argument("--levels", type=_counts, help="capacity: ramp, e.g. 25,50,100")
@@ -104,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     baseline = None
     if args.baseline is not None:
-        if args.target not in ("relay", "capacity"):
-            parser.error("--baseline goes with relay or capacity")
+        if args.target not in ("relay", "capacity", "dispatch"):
+            parser.error("--baseline goes with relay, capacity or dispatch")
         from bench.baseline import prepare_baseline
 
         try:
@@ -135,7 +137,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.target == "dispatch":
         from bench import dispatch_bench
 
-        return dispatch_bench.main(args.out, quick=args.quick)
+        return dispatch_bench.main(args.out, quick=args.quick, baseline=baseline)
+    if args.target == "latency":
+        from bench import latency_bench
+
+        lplan = latency_bench.LatencyPlan.quick() if args.quick else latency_bench.LatencyPlan()
+        return latency_bench.main(args.out, args.docs, lplan)
     if args.target == "scale":
         from bench import suite_scale
 

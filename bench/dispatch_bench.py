@@ -14,8 +14,14 @@ Targets, interleaved, repetition after repetition:
 - ``gateway``: ``python -m gateway serve`` with a registry of the project's tools plus
   ``bench/tools/noop`` (a ``utility`` tool, no confirmation) and the per-turn round limit lifted
   (the dispatching session never speaks, so every call falls in one turn);
+- ``gateway_base`` (with ``--baseline REV``): the same, run from a worktree of ``REV`` with its
+  own registry build: the gateway before a change, in the same run;
 - ``pipecat``: ``bench/peers/external/pipecat_dispatch.py`` in its own venv, the relay peer's
   server with ``llm.register_function("noop", handler)``.
+
+Then one more row, the HTTP tool's (``bench.dispatch_http``): what the gateway's HTTP tool path
+adds to a call of the example care API, against the same request made directly with aiohttp
+from the same process to the same server (``http_calls`` of each, alternately).
 
 Each is measured with 0 and with ``background`` echo sessions at 50 fps through the same
 target (from ``goload`` when it builds, else from this process), and the share of their echo
@@ -45,6 +51,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from bench.dispatch_http import run_http_row
 from bench.dispatch_load import (
     BackgroundResult,
     DispatchPlan,
@@ -62,7 +69,14 @@ from bench.dispatch_procs import (
     start_dispatch_gateway,
     start_pipecat,
 )
-from bench.dispatch_stats import TARGET_P99_MS, Timing, call_number, render_report, summarize
+from bench.dispatch_stats import (
+    TARGET_P99_MS,
+    Timing,
+    call_number,
+    render_report,
+    summarize,
+    summarize_http,
+)
 from bench.goload_runner import ensure_goload
 from bench.relay_procs import (
     CLOCK_TICKS_PER_S,
@@ -76,7 +90,7 @@ from bench.relay_stats import NOISY_OTHER_CORES, cpu_usage
 
 __all__ = ["Settings", "main"]
 
-TARGETS = ("direct", "gateway", "pipecat")
+TARGETS = ("direct", "gateway", "gateway_base", "pipecat")
 _MEASURED_ROLE = {"direct": "fake"}  # whose CPU a target's run is about (else its own)
 WARMUP = 5  # calls per run not measured
 _SETTLE_S = 1.0  # after the background is up, before the dispatcher starts
@@ -91,11 +105,12 @@ class Settings:
     dispatches: int  # measured per run, after WARMUP
     every: int  # one frame in this many is a marker: dispatches per second = 50 / every
     background: int  # echo sessions in the loaded rows
+    http_calls: int = 1000  # the HTTP tool row: calls of each path, after its warm-up
 
     @classmethod
     def of(cls, quick: bool) -> Settings:
         if quick:
-            return cls(reps=1, dispatches=40, every=2, background=10)
+            return cls(reps=1, dispatches=40, every=2, background=10, http_calls=100)
         return cls(reps=3, dispatches=70, every=4, background=100)
 
     @property
@@ -106,7 +121,9 @@ class Settings:
 class _Setup:
     """The children, the endpoint of each target, and the processes each target's run pins."""
 
-    def __init__(self, work: Path, children: contextlib.ExitStack) -> None:
+    def __init__(
+        self, work: Path, children: contextlib.ExitStack, baseline: Path | None = None
+    ) -> None:
         self.load_core: int | None = None  # where goload is pinned, once the cores are planned
         self.goload: Path | None = None
         self.background_driver = "python (this process)"
@@ -128,6 +145,14 @@ class _Setup:
             ),
         }
         self.processes: dict[str, ChildProcess] = {"gateway": self.gateway}
+        if baseline is not None:
+            base_registry = build_registry(work / "base_registry.json", source=baseline)
+            base, base_url = start_dispatch_gateway(fake_url, base_registry, work, source=baseline)
+            children.callback(base.stop)
+            self.endpoints["gateway_base"] = Endpoint(
+                "gateway_base", "gateway", base_url.replace("http://", "ws://", 1) + "/v1/session"
+            )
+            self.processes["gateway_base"] = base
         self.versions: dict[str, str] = {}
         self.skipped: dict[str, str] = {}
         try:
@@ -343,10 +368,34 @@ def _machine(cores: CorePlan | None, pinned: bool, note: str) -> dict[str, Any]:
     }
 
 
-def main(out: Path, *, quick: bool = False, settings: Settings | None = None) -> int:
+def _http_row(work: Path, settings: Settings, cores: CorePlan | None) -> dict[str, Any]:
+    """The HTTP tool row, measured alone on the relay core (the gateway is idle by now)."""
+    try:
+        durations = run_http_row(work, settings.http_calls, cores.relay_core if cores else None)
+    except (RuntimeError, TimeoutError, OSError) as error:  # kept, not fatal
+        print(f"dispatch bench: HTTP tool row failed: {error}", file=sys.stderr, flush=True)
+        return {"error": f"{type(error).__name__}: {error}"[-1000:]}
+    row = summarize_http(durations)
+    print(
+        f"  HTTP tool: p50 {row['paths']['http_tool']['p50_ms']} ms, direct "
+        f"{row['paths']['direct']['p50_ms']} ms, added {row['added_p50_ms']} ms",
+        file=sys.stderr,
+        flush=True,
+    )
+    return {**row, "durations_ms": durations}
+
+
+def main(
+    out: Path,
+    *,
+    quick: bool = False,
+    settings: Settings | None = None,
+    baseline: Path | None = None,
+) -> int:
     """Measure, print the table, write ``<out>/dispatch.json``; 1 if a call went unanswered.
 
-    ``settings`` (for experiments) replaces the full or ``quick`` defaults."""
+    ``settings`` (for experiments) replaces the full or ``quick`` defaults; ``baseline``: a
+    worktree of another commit, measured as ``gateway_base`` beside ``gateway``."""
     began = time.monotonic()
     settings = settings or Settings.of(quick)
     cores, pin_note = plan_cores()
@@ -356,7 +405,7 @@ def main(out: Path, *, quick: bool = False, settings: Settings | None = None) ->
             tempfile.TemporaryDirectory(prefix="bench-dispatch-") as tmp,
             contextlib.ExitStack() as children,
         ):
-            setup = _Setup(Path(tmp), children)
+            setup = _Setup(Path(tmp), children, baseline)
             pinned = False
             if cores is not None:
                 try:
@@ -374,6 +423,7 @@ def main(out: Path, *, quick: bool = False, settings: Settings | None = None) ->
                 flush=True,
             )
             records = asyncio.run(_matrix(setup, cores, settings))
+            http_row = _http_row(Path(tmp), settings, cores)
             unreadable = setup.timings.unreadable
             versions, skipped = setup.versions, setup.skipped
             setup_driver = setup.background_driver
@@ -406,6 +456,7 @@ def main(out: Path, *, quick: bool = False, settings: Settings | None = None) ->
         "unreadable_timing_lines": unreadable,
         "runs": records,
         "summary": rows,
+        "http_tool": http_row,
         "elapsed_s": round(elapsed, 1),
     }
     out.mkdir(parents=True, exist_ok=True)
@@ -424,6 +475,7 @@ if __name__ == "__main__":
     parser.add_argument("--calls", type=int, help="measured calls per run (default 70)")
     parser.add_argument("--every", type=int, help="one frame in this many is a call (default 4)")
     parser.add_argument("--background", type=int, help="echo sessions (default 100)")
+    parser.add_argument("--http-calls", type=int, help="HTTP tool row: calls per path (1000)")
     arguments = parser.parse_args()
     chosen = Settings.of(arguments.quick)
     chosen = Settings(
@@ -431,5 +483,6 @@ if __name__ == "__main__":
         dispatches=arguments.calls or chosen.dispatches,
         every=arguments.every or chosen.every,
         background=arguments.background or chosen.background,
+        http_calls=arguments.http_calls or chosen.http_calls,
     )
     sys.exit(main(arguments.out, settings=chosen))

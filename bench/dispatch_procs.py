@@ -59,13 +59,15 @@ def start_dispatch_fake(
     return child, line.split("listening ", 1)[1].strip()
 
 
-def build_registry(out: Path, timeout_s: float = 120.0) -> Path:
+def build_registry(out: Path, timeout_s: float = 120.0, *, source: Path = ROOT) -> Path:
     """The project's tools and the bench's no-op in one registry (``registry_build`` takes
-    several ``--tools`` folders)."""
+    several ``--tools`` folders). ``source``: the checkout whose build and tools to use (a
+    ``--baseline`` worktree builds its own: the artifact format may differ)."""
     argv = [sys.executable, "-m", "registry_build", "--quiet", "--out", str(out)]
-    argv += ["--tools", str(ROOT / "tools"), "--tools", str(BENCH_TOOLS)]
+    argv += ["--tools", str(source / "tools")]
+    argv += ["--tools", str(source / BENCH_TOOLS.relative_to(ROOT))]
     done = subprocess.run(
-        argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s, check=False
+        argv, cwd=source, capture_output=True, text=True, timeout=timeout_s, check=False
     )
     if done.returncode != 0:
         raise RuntimeError(f"the bench registry did not build:\n{done.stderr[-2000:]}")
@@ -73,18 +75,19 @@ def build_registry(out: Path, timeout_s: float = 120.0) -> Path:
 
 
 def start_dispatch_gateway(
-    upstream_url: str, registry: Path, work: Path
+    upstream_url: str, registry: Path, work: Path, *, source: Path | None = None
 ) -> tuple[ChildProcess, str]:
     """``python -m gateway serve`` on the fake, with the bench registry; returns it and its base
-    URL."""
+    URL. ``source``: a ``--baseline`` worktree to run instead (the ``gateway_base`` row)."""
     env = {
         **gateway_env_openai(upstream_url),
         "GATEWAY_REGISTRY": str(registry),
         "GATEWAY_TOOL_ROUNDS_PER_TURN": str(TOOL_ROUNDS_PER_TURN),
     }
-    data = work / "data"
+    name = "gateway" if source is None else "gateway_base"
+    data = work / f"data_{name}"
     data.mkdir(exist_ok=True)
-    return start_gateway(env, data, work)
+    return start_gateway(env, data, work, name=name, source=source)
 
 
 def start_pipecat(
