@@ -1,11 +1,13 @@
 """One phone call: a Twilio Media Streams socket made into a voice session like any other.
 
 The bridge is the session's client. It turns Twilio's messages into client events (µ-law 8 kHz
-audio → PCM16 binary audio, mark echoes → ``audio.playback``, DTMF ``1``/``2`` →
+audio → binary audio, mark echoes → ``audio.playback``, DTMF ``1``/``2`` →
 ``confirmation.respond``, ``stop`` → ``session.end``) and the session's output back into Twilio's
-(PCM16 → µ-law in 20 ms ``media`` frames paced at real time, a ``mark`` after each chunk,
-``clear`` on ``speech.started``). The session is opened at 8 kHz in and out, so the resampling
-is the session's own streaming resampler; the bridge only converts µ-law.
+(µ-law in 20 ms ``media`` frames paced at real time, a ``mark`` after each chunk, ``clear`` on
+``speech.started``). The session is opened in G.711 µ-law at 8 kHz both ways, so the bridge never
+converts audio: on an upstream that takes µ-law itself (OpenAI Realtime) the caller's bytes reach
+the provider untouched and the provider's reach the caller untouched; elsewhere the session's
+own converter decodes, resamples and encodes.
 
 Decisions live in the pure ``transports.twilio`` modules (codec, µ-law, ``PlaybackTracker``);
 this class only moves bytes and keeps time.
@@ -36,7 +38,7 @@ from gateway.protocol.client_events import (
 )
 from gateway.session.outbound import Outbound
 from gateway.session.session import Session
-from transports.twilio import codec, g711
+from transports.twilio import codec
 from transports.twilio.playback import Frame, MarkOut, PlaybackTracker
 
 __all__ = ["FRAME_MS", "TwilioBridge"]
@@ -83,6 +85,7 @@ class TwilioBridge:
         self._writer: asyncio.Task[None] | None = None
         self._ended = asyncio.Event()
         self._played_all = asyncio.Event()  # nothing queued, nothing sent unconfirmed
+        self._odd_byte = b""
         self.end_reason: str | None = None
 
     # Lifecycle -------------------------------------------------------------------------------
@@ -94,7 +97,7 @@ class TwilioBridge:
         start = SessionStart(
             mode=Mode.VOICE,
             provider=None if provider is None else Provider(provider),
-            audio=AudioFormat(input_rate=TWILIO_RATE, output_rate=TWILIO_RATE),
+            audio=AudioFormat(input_rate=TWILIO_RATE, output_rate=TWILIO_RATE, encoding="pcmu"),
         )
         self.session = await start_session(start, self.outbound)
         if self._greeting:
@@ -131,7 +134,12 @@ class TwilioBridge:
             return True
         match event:
             case codec.Media(payload=payload) if payload:
-                await session.on_client_event(BinaryAudio(pcm=g711.ulaw_decode(payload)))
+                audio = self._odd_byte + payload
+                # Frames hold whole PCM16 samples: an odd µ-law byte (Twilio sends 160) waits.
+                whole = len(audio) & ~1
+                self._odd_byte = audio[whole:]
+                if whole:
+                    await session.on_client_event(BinaryAudio(pcm=audio[:whole]))
             case codec.Mark(name=name):
                 played = self.tracker.echoed(name)
                 self._check_played_all()
@@ -191,12 +199,12 @@ class TwilioBridge:
             level = "warning" if event.get("code") != ErrorCode.RATE_LIMITED else "info"
             getattr(_log, level)("twilio_session_error", code=event.get("code"))
 
-    async def _on_session_audio(self, pcm: bytes) -> None:
+    async def _on_session_audio(self, ulaw: bytes) -> None:
         response_id = self._speaking
         if response_id is None:
             return  # audio outside a response (none is expected): nothing to attribute it to
         try:
-            self.tracker.add(response_id, g711.ulaw_encode(pcm))
+            self.tracker.add(response_id, ulaw)
         except ValueError:  # audio of a response already ended: a bug upstream of us, logged
             _log.warning("twilio_late_audio", response_id=response_id)
             return

@@ -1,7 +1,8 @@
-"""Pure audio: PCM16 helpers and a streaming resampler.
+"""Pure audio: PCM16 helpers, a streaming resampler, and the session's audio converter
+(``gateway.audio.convert``: µ-law and rates, or untouched).
 
-A leaf package: synchronous, no I/O, and no imports from the rest of ``gateway``, so that
-``transports/`` can use it too.
+Synchronous, no I/O, and no imports from the rest of ``gateway`` (G.711 comes from
+``transports.twilio.g711``, below it).
 """
 
 from gateway.audio.pcm import (

@@ -115,17 +115,29 @@ def _check_rate(rate: int, field_name: str) -> None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AudioFormat:
-    """PCM16 mono sample rates of the session, in Hz (shared by session.start/started)."""
+    """Mono sample rates of the session, in Hz (shared by session.start/started).
+
+    ``encoding`` is PCM16 for every client of the protocol (``session.start`` cannot choose
+    another); the phone bridge opens its sessions with G.711 µ-law at 8 kHz (``"pcmu"``), which
+    an upstream that takes µ-law itself receives untouched."""
 
     input_rate: int = DEFAULT_INPUT_RATE
     output_rate: int = DEFAULT_OUTPUT_RATE
+    encoding: str = "pcm16"
 
     def __post_init__(self) -> None:
         _check_rate(self.input_rate, "audio.input_rate")
         _check_rate(self.output_rate, "audio.output_rate")
+        if self.encoding not in ("pcm16", "pcmu"):
+            raise invalid_field(SessionStart.TYPE, "audio.encoding", 'must be "pcm16" or "pcmu"')
+        if self.encoding == "pcmu" and (self.input_rate, self.output_rate) != (8000, 8000):
+            raise invalid_field(SessionStart.TYPE, "audio.encoding", "pcmu is 8000 Hz both ways")
 
     def to_dict(self) -> JsonObject:
-        return {"input_rate": self.input_rate, "output_rate": self.output_rate}
+        body: JsonObject = {"input_rate": self.input_rate, "output_rate": self.output_rate}
+        if self.encoding != "pcm16":
+            body["encoding"] = self.encoding
+        return body
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

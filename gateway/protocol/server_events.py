@@ -140,8 +140,14 @@ class SessionStarted:
     resumed: bool
     limits: SessionLimits
     recovery: Recovery | None = None  # extension: rebuilt after its node stopped
+    # Extension: the input rate the upstream takes natively (a client sending at it is never
+    # resampled); None in text mode.
+    upstream_input_rate: int | None = None
 
     def to_dict(self) -> JsonObject:
+        audio = self.audio.to_dict()
+        if self.upstream_input_rate is not None:
+            audio["upstream_input_rate"] = self.upstream_input_rate
         body: JsonObject = {
             "type": self.TYPE,
             "session_id": self.session_id,
@@ -151,7 +157,7 @@ class SessionStarted:
             "model": self.model,
             "registry_version": self.registry_version,
             "tools": [tool.to_dict() for tool in self.tools],
-            "audio": self.audio.to_dict(),
+            "audio": audio,
             "resumed": self.resumed,
             "limits": self.limits.to_dict(),
         }

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from gateway.audio import StreamResampler, is_speech
+from gateway.audio import is_speech
+from gateway.audio.convert import AudioConverter
 from gateway.clock import Clock
 from gateway.protocol import (
     AudioAppend,
@@ -88,7 +89,7 @@ class ClientEvents:
         self._cursor = cursor
         self.budget = TokenBucket(events_per_s, events_burst)
         self.last_activity = clock.monotonic()
-        self._in: StreamResampler | None = None
+        self._in: AudioConverter | None = None
         self._direct = transport if isinstance(transport, DirectAudio) else None
         self._handlers: dict[type, Callable[[Any], Awaitable[None]]] = {
             AudioAppend: self._audio_append,
@@ -105,7 +106,10 @@ class ClientEvents:
         }
 
     def upstream_ready(self, capabilities: Capabilities) -> None:
-        self._in = StreamResampler(self._profile.input_rate, capabilities.input_rate)
+        profile = self._profile
+        self._in = AudioConverter(
+            profile.encoding, profile.input_rate, capabilities.encoding, capabilities.input_rate
+        )
 
     # -- the hot path ---------------------------------------------------------------------------
 
@@ -165,11 +169,11 @@ class ClientEvents:
                 ErrorCode.INVALID_EVENT, "audio is accepted in voice mode only", event_id
             )
             return
-        if self._conversation.intents.pending_messages and is_speech(pcm):
+        assert self._in is not None
+        if self._conversation.intents.pending_messages and is_speech(self._in.as_pcm16(pcm)):
             # The user starts talking. A whole utterance in one burst may be answered inside
             # send_audio, before the upstream reports speech, so queued messages go first.
             await self._deliver_pending_messages()
-        assert self._in is not None
         resampled = self._in.process(pcm)
         if resampled:
             await self._transport.send_audio(resampled)

@@ -251,7 +251,14 @@ class SessionManager:
                     for s in visible
                 ),
                 audio=AudioFormat(
-                    input_rate=session.profile.input_rate, output_rate=session.profile.output_rate
+                    input_rate=session.profile.input_rate,
+                    output_rate=session.profile.output_rate,
+                    encoding=session.profile.encoding,
+                ),
+                upstream_input_rate=(
+                    session.transport.capabilities.input_rate
+                    if session.profile.mode == "voice"
+                    else None
                 ),
                 resumed=resumed,
                 limits=SessionLimits(

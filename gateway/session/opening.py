@@ -66,6 +66,7 @@ def session_setup(
         voice=start.voice,
         locale=start.locale,
         tool_dialect=None if start.tool_dialect is None else str(start.tool_dialect),
+        audio_encoding=start.audio.encoding,
     )
 
 
@@ -112,6 +113,7 @@ async def _connect(
             ],
             client_input_rate=setup.input_rate,
             client_output_rate=setup.output_rate,
+            client_encoding="pcmu" if setup.audio_encoding == "pcmu" else "pcm16",
             model=setup.model,
             voice=setup.voice,
             locale=setup.locale,

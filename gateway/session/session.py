@@ -23,6 +23,7 @@ from typing import Literal
 
 import structlog
 
+from gateway.audio.convert import bytes_per_sample
 from gateway.audio.cues import holding_tone
 from gateway.clock import Clock
 from gateway.observability import Metrics
@@ -54,6 +55,7 @@ from gateway.store import SessionSnapshot
 from gateway.toolrun import Caller, ModeBudget, ToolRunner
 from tools._core import Intent
 from transports.base import ConversationItem, Transport
+from transports.twilio.g711 import ulaw_encode
 
 __all__ = ["Session", "SessionUser"]
 
@@ -277,10 +279,13 @@ class Session:
             return False
         if response.interrupted:
             return False
-        pcm = holding_tone(self.profile.output_rate)
-        frame = self.profile.output_rate * 2 * 20 // 1000  # 20 ms frames, as a reply's audio
-        for offset in range(0, len(pcm), frame):
-            outbound.audio(pcm[offset : offset + frame])
+        rate, encoding = self.profile.output_rate, self.profile.encoding
+        audio = holding_tone(rate)
+        if encoding == "pcmu":  # a phone call: the client takes µ-law
+            audio = ulaw_encode(audio)
+        frame = rate * bytes_per_sample(encoding) * 20 // 1000  # 20 ms frames, as a reply's
+        for offset in range(0, len(audio), frame):
+            outbound.audio(audio[offset : offset + frame])
             self.metrics.frames.audio_out += 1
         return True
 

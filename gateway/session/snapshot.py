@@ -35,6 +35,7 @@ class Profile:
     voice: str | None = None
     locale: str | None = None
     tool_dialect: str | None = None
+    encoding: str = "pcm16"  # of the client's audio, both ways ("pcmu": a phone call)
 
     @classmethod
     def of(cls, setup: SessionSnapshot) -> Profile:
@@ -49,6 +50,7 @@ class Profile:
             voice=setup.voice,
             locale=setup.locale,
             tool_dialect=setup.tool_dialect,
+            encoding=setup.audio_encoding,
         )
 
 
@@ -77,6 +79,7 @@ def snapshot(profile: Profile, conversation: Conversation) -> SessionSnapshot:
         voice=profile.voice,
         locale=profile.locale,
         tool_dialect=profile.tool_dialect,
+        audio_encoding=profile.encoding,
         turn_number=turn.number,
         retrieval_calls=turn.retrieval_calls,
         rounds=turn.rounds,

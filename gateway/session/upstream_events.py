@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from gateway.audio import StreamResampler
+from gateway.audio.convert import AudioConverter, bytes_per_sample
 from gateway.clock import Clock
 from gateway.observability import Metrics
 from gateway.protocol import (
@@ -86,7 +86,7 @@ class UpstreamEvents:
         # Set while the model is not replying (no response in progress, none held for tools).
         self.idle = asyncio.Event()
         self.idle.set()
-        self._out: StreamResampler | None = None
+        self._out: AudioConverter | None = None
         self._ms_per_byte = 0.0
         # run() is handling an event: an audio delta must wait its turn in the queue.
         self._busy = False
@@ -107,8 +107,13 @@ class UpstreamEvents:
         }
 
     def upstream_ready(self, capabilities: Capabilities) -> None:
-        self._out = StreamResampler(capabilities.output_rate, self._profile.output_rate)
-        self._ms_per_byte = 1000 / 2 / capabilities.output_rate  # PCM16 at the provider's rate
+        profile = self._profile
+        self._out = AudioConverter(
+            capabilities.encoding, capabilities.output_rate, profile.encoding, profile.output_rate
+        )
+        # The provider's audio: PCM16 or µ-law at its rate.
+        sample_bytes = bytes_per_sample(capabilities.encoding)
+        self._ms_per_byte = 1000 / sample_bytes / capabilities.output_rate
 
     async def run(self) -> None:
         """Read the transport until it ends; the session ends with it."""

@@ -83,6 +83,7 @@ class SessionSnapshot:
     locale: str | None = None
     # The chat provider's tool-calling dialect (native when None).
     tool_dialect: str | None = None
+    audio_encoding: str = "pcm16"  # "pcmu": a phone call's G.711 µ-law, both ways
     turn_number: int = 0
     retrieval_calls: int = 0
     rounds: int = 0

@@ -53,6 +53,7 @@ def snapshot_to_json(snapshot: SessionSnapshot) -> bytes:
             "voice": snapshot.voice,
             "locale": snapshot.locale,
             "tool_dialect": snapshot.tool_dialect,
+            "audio_encoding": snapshot.audio_encoding,
             "turn_number": snapshot.turn_number,
             "retrieval_calls": snapshot.retrieval_calls,
             "rounds": snapshot.rounds,
@@ -81,6 +82,7 @@ def snapshot_from_json(data: bytes | str) -> SessionSnapshot:
             voice=raw["voice"],
             locale=raw["locale"],
             tool_dialect=raw["tool_dialect"],
+            audio_encoding=str(raw.get("audio_encoding", "pcm16")),  # absent before it existed
             turn_number=int(raw["turn_number"]),
             retrieval_calls=int(raw["retrieval_calls"]),
             rounds=int(raw["rounds"]),

@@ -229,7 +229,11 @@ async def test_boundary_values_are_accepted(gateway: Gateway) -> None:
         started = await client.start(
             "voice", audio={"input_rate": 8000, "output_rate": 48000}, metadata=metadata
         )
-        assert started["audio"] == {"input_rate": 8000, "output_rate": 48000}
+        assert started["audio"] == {
+            "input_rate": 8000,
+            "output_rate": 48000,
+            "upstream_input_rate": 8000,
+        }
         await client.send("text.send", text="y" * 16_000)
         done = await client.last("response.done")
         assert done["text"] == "You said: " + "y" * 16_000

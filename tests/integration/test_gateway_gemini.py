@@ -81,6 +81,7 @@ async def test_voice_setup_and_a_voice_turn(gateway: Gateway, fake: FakeGeminiSe
     async with gateway.session(
         "voice", tools=["get_current_time"], audio={"input_rate": 16000, "output_rate": 16000}
     ) as client:
+        assert client.started["audio"]["upstream_input_rate"] == 16000  # Gemini takes 16 kHz
         await speak(client, 400)
         events = await client.until_reply()
         conn = fake.connections[0]

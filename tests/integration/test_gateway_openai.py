@@ -85,6 +85,8 @@ async def test_session_setup_is_ga_with_the_registry_tools(
         conn = await fake.wait_connections(1)
         update = await conn.wait_for("session.update", direction="in")
         assert client.started["session_id"].startswith("sess_")
+        # What the client could send to be relayed without a resample: OpenAI takes 24 kHz.
+        assert client.started["audio"]["upstream_input_rate"] == 24000
     assert conn.model == "gpt-realtime"
     assert conn.headers["Authorization"] == "Bearer sk-test"
     assert "OpenAI-Beta" not in conn.headers

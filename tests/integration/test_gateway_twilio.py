@@ -23,6 +23,7 @@ import aiohttp
 from aiohttp import web
 from harness import Gateway, GatewayFactory, pcm_silence, pcm_tone, registry_with_variant
 
+from fakes.gemini_live.server import FakeGeminiOptions, FakeGeminiServer
 from fakes.openai_realtime.server import FakeRealtimeServer
 from gateway.protocol import EndReason
 from transports.twilio import g711
@@ -233,9 +234,18 @@ async def test_greeting_arrives_as_paced_160_byte_frames_with_marks(
     marks = [e["mark"]["name"] for _, e in client.received if e["event"] == "mark"]
     assert len(marks) >= len(frames) // 5 - 1
     assert len(set(marks)) == len(marks)
-    assert session_update["session"]["audio"]["input"]["format"]["rate"] == 24000
+    # G.711 µ-law end to end: the provider's bytes reach the caller as they were sent.
+    audio = session_update["session"]["audio"]
+    assert audio["input"]["format"] == audio["output"]["format"] == {"type": "audio/pcmu"}
+    produced = b"".join(
+        base64.b64decode(delta["delta"]) for delta in conn.sent("response.output_audio.delta")
+    )
+    played = b"".join(frames)
+    assert len(played) >= 50 * 160
+    assert played == produced[: len(played)]
     session = next(iter(gateway.manager.sessions.values()))
     assert session.profile.input_rate == session.profile.output_rate == 8000
+    assert session.profile.encoding == "pcmu"
 
 
 async def test_barge_in_clears_twilio_and_truncates_at_the_echoed_mark(
@@ -270,6 +280,12 @@ async def test_barge_in_clears_twilio_and_truncates_at_the_echoed_mark(
     heard_ms = int(last_echo.split(":")[1])
     assert abs(truncate["audio_end_ms"] - heard_ms) <= 100
     assert truncate["audio_end_ms"] < 900  # not the wall clock (about 1 s had been sent)
+    # The caller's µ-law reached the provider as Twilio sent it: no decoding, no resampling.
+    spoken = g711.ulaw_encode(pcm_tone(400, rate=8000) + pcm_silence(600, rate=8000))
+    appended = b"".join(
+        base64.b64decode(e["audio"]) for e in conn.received("input_audio_buffer.append")
+    )
+    assert spoken[:3200] in appended
 
 
 async def test_dtmf_1_approves_the_pending_confirmation(
@@ -408,3 +424,41 @@ async def test_a_caller_hears_a_holding_line_within_200_ms_of_the_soft_limit(
     assert heard, "nothing was played while the tool ran"
     assert 0.75 <= heard[0] - handler_started <= 0.8 + 0.2, heard[0] - handler_started
     await client.send("stop", stop={"accountSid": "AC0123", "callSid": CALL_SID})
+
+
+async def test_a_call_on_gemini_is_decoded_and_resampled_by_the_session(
+    gateway_factory: GatewayFactory, tmp_path: Path
+) -> None:
+    """Gemini Live takes 16 kHz PCM16 and answers at 24 kHz: the session converts µ-law both
+    ways, and the caller still gets 160-byte frames of a reply that is not silence."""
+    async with FakeGeminiServer(FakeGeminiOptions(), cert_dir=tmp_path / "certs") as gemini:
+        gateway = await gateway_factory(
+            provider="gemini",
+            gemini_base_url=gemini.base_url,
+            gemini_ca_file=gemini.ca_file,
+            gemini_api_key="test-key",
+            twilio_auth_token=AUTH_TOKEN,
+            twilio_greeting="",
+        )
+        client = await call(gateway)
+        await client.speak(pcm_tone(600, rate=8000) + pcm_silence(800, rate=8000))
+        await client.until("media", within=10)
+        while len(client.media()) < 10:
+            await client.next()
+        conn = gemini.connections[0]
+        chunks = [
+            chunk
+            for message in conn.received("realtimeInput")
+            for chunk in [message["realtimeInput"].get("audio")]
+            if chunk is not None
+        ]
+    assert {chunk["mimeType"] for chunk in chunks} == {"audio/pcm;rate=16000"}
+    sent_ms = sum(len(base64.b64decode(c["data"])) for c in chunks) / 32
+    assert 1200 <= sent_ms <= 1400  # 1.4 s spoken at 8 kHz, all of it at 16 kHz (± a block)
+    frames = client.media()
+    assert all(len(frame) == 160 for frame in frames)
+    loudest = max(max(abs(s) for s in memoryview(g711.ulaw_decode(f)).cast("h")) for f in frames)
+    assert loudest > 1000
+    session = next(iter(gateway.manager.sessions.values()))
+    assert session.profile.encoding == "pcmu"
+    assert session.transport.capabilities.encoding == "pcm16"

@@ -11,6 +11,7 @@ with structlog's ``capture_logs``. The second half drives ``TwilioBridge`` alone
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -243,7 +244,8 @@ async def test_a_draining_gateway_refuses_the_voice_webhook(
 # ==================================================================================================
 
 BRIDGE_SID = "MZreview"
-FRAME_PCM = 320  # 20 ms of PCM16 at 8 kHz: one 160-byte µ-law frame
+FRAME = 160  # 20 ms of µ-law at 8 kHz (the session speaks µ-law to the bridge): one frame
+FRAME_S = 0.020
 
 
 class Wire:
@@ -322,6 +324,36 @@ async def written(bridge: TwilioBridge, events: int, audio: int) -> None:
 # -- the pacer -------------------------------------------------------------------------------------
 
 
+async def test_a_live_reply_is_sent_the_moment_each_frame_exists() -> None:
+    """The caller listening live: audio arriving at real time leaves as it arrives. The clock
+    never moves while the test waits, so a frame that had to wait for the pacer's timeline would
+    never be sent; the only holding back is a frame's own 160 bytes."""
+    wire = Wire()
+    now = [0.0]
+    session = StubSession()
+
+    async def start_session(start: SessionStart, outbound: Outbound) -> Any:
+        return session
+
+    bridge = TwilioBridge(
+        wire.send, stream_sid=BRIDGE_SID, greeting=None, max_audio_frames=200, clock=lambda: now[0]
+    )
+    await bridge.open(start_session, None)
+    try:
+        emit(bridge, started("r1"))
+        for n in range(1, 51):
+            bridge.outbound.audio(bytes([n]) * (FRAME // 2))
+            await written(bridge, 1, 2 * n - 1)
+            assert wire.count("media") == n - 1  # half a frame: nothing to send yet
+            bridge.outbound.audio(bytes([n]) * (FRAME // 2))
+            await asyncio.wait_for(wire.until(lambda n=n: wire.count("media") == n), 2)
+            now[0] += FRAME_S  # the next 20 ms arrive 20 ms later, as from a live model
+        payloads = [m["media"]["payload"] for m in wire.sent if m["event"] == "media"]
+        assert [base64.b64decode(p) for p in payloads] == [bytes([n]) * FRAME for n in range(1, 51)]
+    finally:
+        await bridge.close()
+
+
 async def test_audio_queued_while_a_last_mark_is_in_flight_is_still_sent() -> None:
     """``_pace``'s idle branch sends a reply's last mark, then ``_wake.clear()`` and waits. If the
     send yields (a congested socket) and the writer queues the next reply meanwhile, that wake
@@ -331,13 +363,13 @@ async def test_audio_queued_while_a_last_mark_is_in_flight_is_still_sent() -> No
     bridge, _ = await open_bridge(wire)
     try:
         emit(bridge, started("r1"))
-        bridge.outbound.audio(b"\x10\x00" * (FRAME_PCM // 2))
+        bridge.outbound.audio(b"\x10" * FRAME)
         await asyncio.wait_for(wire.until(lambda: wire.count("media") == 1), 2)
         wire.hold_marks = True
         emit(bridge, done("r1"))  # r1's last mark goes out from the pacer's idle branch: held
         await asyncio.wait_for(wire.holding.wait(), 2)
         emit(bridge, started("r2"))
-        bridge.outbound.audio(b"\x20\x00" * (FRAME_PCM // 2))
+        bridge.outbound.audio(b"\x20" * FRAME)
         emit(bridge, done("r2"))
         await written(bridge, events=4, audio=2)
         wire.release.set()
@@ -356,7 +388,7 @@ async def test_play_out_waits_for_a_replys_padded_last_frame() -> None:
     bridge, _ = await open_bridge(wire)
     try:
         emit(bridge, started("r1"))
-        bridge.outbound.audio(b"\x10\x00" * ((5 * FRAME_PCM + FRAME_PCM // 2) // 2))
+        bridge.outbound.audio(b"\x10" * (5 * FRAME + FRAME // 2))
         await asyncio.wait_for(wire.until(lambda: wire.count("mark") == 1), 2)
         await bridge.on_twilio(codec.Mark(BRIDGE_SID, wire.marks()[0]))  # Twilio played 100 ms
         emit(bridge, done("r1"))

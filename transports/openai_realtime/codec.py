@@ -160,7 +160,7 @@ class RealtimeCodec(RealtimeInputs):
             old.ended = True
             out.append(ev.ResponseDone(old.response_id, "cancelled"))
         self._requested = ""
-        r = self._active = ResponseState(response_id)
+        r = self._active = ResponseState(response_id, bytes_per_ms=self.bytes_per_ms)
         metadata = (event.get("response") or {}).get("metadata") or {}
         r.aside = self._holding_requested or metadata.get("gateway") == "holding_line"
         self._holding_requested = False

@@ -22,7 +22,7 @@ from transports.base import Mode, ToolResult, UpstreamConfig
 from transports.openai_realtime import wire
 from transports.openai_realtime.replay import Entry, ReplayLog
 from transports.openai_realtime.responses import ResponseState
-from transports.openai_realtime.uplink import MIN_COMMIT_BYTES, Uplink
+from transports.openai_realtime.uplink import Uplink
 
 __all__ = ["RealtimeInputs"]
 
@@ -53,7 +53,8 @@ class RealtimeInputs:
         self.replay = ReplayLog()
         for item in config.history:
             self.replay.add(Entry("system" if item.role == "tool" else item.role, item.text))
-        self.uplink = Uplink()
+        self.bytes_per_ms = wire.bytes_per_ms(config)  # both ways: one format in and out
+        self.uplink = Uplink(self.bytes_per_ms)
         self._config_sent = ""  # the last session.update built for the server
         self._active: ResponseState | None = None
         self._requested = ""  # event id of a response.create whose response.created is awaited
@@ -107,7 +108,7 @@ class RealtimeInputs:
         chunk = self.uplink.flush()
         if chunk is not None:
             self.outbox.append(wire.audio_append(base64.b64encode(chunk).decode("ascii")))
-        if self.uplink.uncommitted >= MIN_COMMIT_BYTES:
+        if self.uplink.uncommitted >= self.uplink.min_commit:
             self.uplink.committed()
             self.outbox.append(wire.audio_commit())
             self.request_response()
@@ -270,7 +271,7 @@ class RealtimeInputs:
             frames.append(wire.audio_append(base64.b64encode(chunk).decode("ascii")))
         if self._commit_pending:
             self._commit_pending = False
-            if self.uplink.uncommitted >= MIN_COMMIT_BYTES:
+            if self.uplink.uncommitted >= self.uplink.min_commit:
                 self.uplink.committed()
                 frames.append(wire.audio_commit())
                 self._want_response = True

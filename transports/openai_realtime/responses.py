@@ -18,14 +18,15 @@ class AudioItem:
     received: int = 0  # bytes the server produced (more than forwarded after a barge-in)
     done: bool = False
     heard_ms: int | None = None  # set by a truncate: what the user heard of it
+    bytes_per_ms: int = wire.AUDIO_BYTES_PER_MS  # of the session's output format
 
     @property
     def forwarded_ms(self) -> int:
-        return self.forwarded // wire.AUDIO_BYTES_PER_MS
+        return self.forwarded // self.bytes_per_ms
 
     @property
     def received_ms(self) -> int:
-        return self.received // wire.AUDIO_BYTES_PER_MS
+        return self.received // self.bytes_per_ms
 
 
 @dataclass(slots=True)
@@ -43,12 +44,13 @@ class ResponseState:
     ended: bool = False  # a ResponseDone went to the session already
     # An out-of-band response (a holding line): nothing of it enters the replayed conversation.
     aside: bool = False
+    bytes_per_ms: int = wire.AUDIO_BYTES_PER_MS  # of the session's output format
 
     def audio_item(self, item_id: str) -> AudioItem:
         for item in reversed(self.audio):
             if item.item_id == item_id:
                 return item
-        item = AudioItem(item_id)
+        item = AudioItem(item_id, bytes_per_ms=self.bytes_per_ms)
         self.audio.append(item)
         return item
 

@@ -26,7 +26,7 @@ import contextlib
 import functools
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -133,6 +133,15 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
             raise TransportError("this OpenAI Realtime transport was already used")
         self._model = config.model or self.options.model
         self._log = _log.bind(session_id=config.session_id, model=self._model)
+        if config.client_encoding == "pcmu":
+            # A phone call: the GA session takes and produces G.711 µ-law itself, so its audio
+            # passes through the gateway untouched (no decoding, no resampling) both ways.
+            self.capabilities = replace(
+                type(self).capabilities,
+                input_rate=wire.PCMU_RATE,
+                output_rate=wire.PCMU_RATE,
+                encoding="pcmu",
+            )
         self._codec = RealtimeCodec(config, transcription_model=self.options.transcription_model)
         try:
             if self._client is None:

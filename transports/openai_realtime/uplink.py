@@ -18,28 +18,47 @@ from transports.openai_realtime import wire
 
 __all__ = [
     "MIN_APPEND_BYTES",
+    "MIN_APPEND_MS",
     "MIN_COMMIT_BYTES",
+    "MIN_COMMIT_MS",
     "OFFLINE_AUDIO_BYTES",
+    "OFFLINE_AUDIO_MS",
+    "REPLAY_APPEND_BYTES",
     "UNCOMMITTED_TAIL_BYTES",
+    "UNCOMMITTED_TAIL_MS",
     "VAD_DETECTION_MARGIN_MS",
     "Uplink",
 ]
 
 # Uplink audio is sent in appends of at least 20 ms.
-MIN_APPEND_BYTES = 20 * wire.AUDIO_BYTES_PER_MS
+MIN_APPEND_MS = 20
 # A commit of less than 100 ms is refused by the server (input_audio_buffer_commit_empty).
-MIN_COMMIT_BYTES = 100 * wire.AUDIO_BYTES_PER_MS
+MIN_COMMIT_MS = 100
 # Audio kept while the upstream reconnects, and of an utterance the server had not committed.
-OFFLINE_AUDIO_BYTES = 15_000 * wire.AUDIO_BYTES_PER_MS
-UNCOMMITTED_TAIL_BYTES = 10_000 * wire.AUDIO_BYTES_PER_MS
+OFFLINE_AUDIO_MS = 15_000
+UNCOMMITTED_TAIL_MS = 10_000
 # Between utterances under server VAD: its prefix padding, plus the time the VAD takes to report.
 VAD_DETECTION_MARGIN_MS = 1000
 # Offline audio goes up in appends of one second.
-REPLAY_APPEND_BYTES = 1000 * wire.AUDIO_BYTES_PER_MS
+REPLAY_APPEND_MS = 1000
+# The same in bytes of the default format, PCM16 at 24 kHz.
+MIN_APPEND_BYTES = MIN_APPEND_MS * wire.AUDIO_BYTES_PER_MS
+MIN_COMMIT_BYTES = MIN_COMMIT_MS * wire.AUDIO_BYTES_PER_MS
+OFFLINE_AUDIO_BYTES = OFFLINE_AUDIO_MS * wire.AUDIO_BYTES_PER_MS
+UNCOMMITTED_TAIL_BYTES = UNCOMMITTED_TAIL_MS * wire.AUDIO_BYTES_PER_MS
+REPLAY_APPEND_BYTES = REPLAY_APPEND_MS * wire.AUDIO_BYTES_PER_MS
 
 
 class Uplink:
-    def __init__(self) -> None:
+    """``bytes_per_ms``: of the session's input format (48 for PCM16 at 24 kHz, 8 for µ-law)."""
+
+    def __init__(self, bytes_per_ms: int = wire.AUDIO_BYTES_PER_MS) -> None:
+        self.bytes_per_ms = bytes_per_ms
+        self.min_append = MIN_APPEND_MS * bytes_per_ms
+        self.min_commit = MIN_COMMIT_MS * bytes_per_ms
+        self._offline_limit = OFFLINE_AUDIO_MS * bytes_per_ms
+        self._tail_limit = UNCOMMITTED_TAIL_MS * bytes_per_ms
+        self._replay_append = REPLAY_APPEND_MS * bytes_per_ms
         self._pending = bytearray()
         self._tail: deque[bytes] = deque()
         self._tail_bytes = 0
@@ -47,18 +66,18 @@ class Uplink:
         self.uncommitted = 0  # bytes appended since the server's buffer was last committed
         # The tail's bound between utterances: everything (no VAD: the server holds it all)
         # until server VAD is reported with its prefix padding.
-        self._quiet_limit = UNCOMMITTED_TAIL_BYTES
+        self._quiet_limit = self._tail_limit
         self._speaking = False  # from speech_started (or a replay) to the next commit
-        self._limit = UNCOMMITTED_TAIL_BYTES
+        self._limit = self._tail_limit
 
     def server_vad(self, prefix_padding_ms: int | None) -> None:
         """The session's turn detection: server VAD with this prefix padding, or None (no VAD,
         or a detector whose padding is not known): the server holds all it has not committed."""
         if prefix_padding_ms is None:
-            self._quiet_limit = UNCOMMITTED_TAIL_BYTES
+            self._quiet_limit = self._tail_limit
         else:
             quiet_ms = max(0, prefix_padding_ms) + VAD_DETECTION_MARGIN_MS
-            self._quiet_limit = min(UNCOMMITTED_TAIL_BYTES, quiet_ms * wire.AUDIO_BYTES_PER_MS)
+            self._quiet_limit = min(self._tail_limit, quiet_ms * self.bytes_per_ms)
         self._set_speaking(self._speaking)
 
     def speech_started(self) -> None:
@@ -67,16 +86,16 @@ class Uplink:
 
     def _set_speaking(self, speaking: bool) -> None:
         self._speaking = speaking
-        self._limit = UNCOMMITTED_TAIL_BYTES if speaking else self._quiet_limit
+        self._limit = self._tail_limit if speaking else self._quiet_limit
         self._trim()
 
     def take(self, pcm: bytes) -> bytes | None:
         """Online: the chunk to append now (at least 20 ms), or None while gathering."""
-        if not self._pending and len(pcm) >= MIN_APPEND_BYTES:
+        if not self._pending and len(pcm) >= self.min_append:
             chunk = pcm  # a whole frame: no copy
         else:
             self._pending += pcm
-            if len(self._pending) < MIN_APPEND_BYTES:
+            if len(self._pending) < self.min_append:
                 return None
             chunk = bytes(self._pending)
             self._pending.clear()
@@ -117,15 +136,15 @@ class Uplink:
 
     def keep_offline(self, pcm: bytes) -> None:
         self._offline += pcm
-        if len(self._offline) > OFFLINE_AUDIO_BYTES:
-            del self._offline[: len(self._offline) - OFFLINE_AUDIO_BYTES]
+        if len(self._offline) > self._offline_limit:
+            del self._offline[: len(self._offline) - self._offline_limit]
 
     def lost(self) -> None:
         """The socket is gone: what the server held uncommitted is sent again, first."""
         held = b"".join(self._tail) + self._pending
         self._offline[:0] = held
-        if len(self._offline) > OFFLINE_AUDIO_BYTES:
-            del self._offline[: len(self._offline) - OFFLINE_AUDIO_BYTES]
+        if len(self._offline) > self._offline_limit:
+            del self._offline[: len(self._offline) - self._offline_limit]
         self._pending.clear()
         self.committed()
 
@@ -137,8 +156,8 @@ class Uplink:
         if audio:
             self._set_speaking(True)
         chunks = [
-            audio[start : start + REPLAY_APPEND_BYTES]
-            for start in range(0, len(audio), REPLAY_APPEND_BYTES)
+            audio[start : start + self._replay_append]
+            for start in range(0, len(audio), self._replay_append)
         ]
         for chunk in chunks:
             self._appended(chunk)

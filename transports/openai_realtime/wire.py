@@ -22,6 +22,8 @@ __all__ = [
     "AUDIO_RATE",
     "DEFAULT_MODEL",
     "DEFAULT_TRANSCRIPTION_MODEL",
+    "PCMU_BYTES_PER_MS",
+    "PCMU_RATE",
     "SERVER_VAD_PREFIX_PADDING_MS",
     "AudioFormat",
     "FunctionTool",
@@ -31,6 +33,7 @@ __all__ = [
     "audio_append",
     "audio_clear",
     "audio_commit",
+    "bytes_per_ms",
     "function_call_item",
     "function_call_output_item",
     "function_tools",
@@ -49,8 +52,17 @@ DEFAULT_TRANSCRIPTION_MODEL = "gpt-4o-mini-transcribe"
 # PCM16 mono at 24 kHz is the only PCM rate the API takes (and the one it produces).
 AUDIO_RATE = 24000
 AUDIO_BYTES_PER_MS = AUDIO_RATE * 2 // 1000
+# G.711 µ-law (``audio/pcmu``), the GA format a phone call can pass through untouched: 8 kHz,
+# one byte a sample, both ways.
+PCMU_RATE = 8000
+PCMU_BYTES_PER_MS = PCMU_RATE // 1000
 # server_vad's default (reference section 4), when session.updated leaves it out.
 SERVER_VAD_PREFIX_PADDING_MS = 300
+
+
+def bytes_per_ms(config: UpstreamConfig) -> int:
+    """Audio bytes a millisecond, both ways, in the format ``session_config`` asks for."""
+    return PCMU_BYTES_PER_MS if config.client_encoding == "pcmu" else AUDIO_BYTES_PER_MS
 
 
 class AudioFormat(TypedDict):
@@ -256,7 +268,11 @@ def session_config(
 ) -> SessionConfig:
     """The GA ``session.update`` body for this session in ``mode``."""
     voice = mode == "voice"
-    pcm: AudioFormat = {"type": "audio/pcm", "rate": AUDIO_RATE}
+    pcm: AudioFormat = (
+        {"type": "audio/pcmu"}
+        if config.client_encoding == "pcmu"
+        else {"type": "audio/pcm", "rate": AUDIO_RATE}
+    )
     transcription: Transcription | None = None
     if voice:
         transcription = {"model": transcription_model}

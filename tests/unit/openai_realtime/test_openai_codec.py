@@ -48,6 +48,22 @@ class TestSessionConfig:
         assert body["tools"] == [WEATHER.provider_schemas["openaiRealtime"]]
         assert body["tool_choice"] == "auto"
 
+    def test_a_phone_call_asks_for_mu_law_both_ways(self) -> None:
+        call = UpstreamConfig(
+            mode="voice",
+            instructions="",
+            tools=[],
+            client_input_rate=8000,
+            client_output_rate=8000,
+            client_encoding="pcmu",
+        )
+        body = session_config(call, "voice", "Hi.")
+        assert body["audio"]["input"]["format"] == {"type": "audio/pcmu"}
+        assert body["audio"]["output"]["format"] == {"type": "audio/pcmu"}
+        codec = RealtimeCodec(call)
+        assert codec.bytes_per_ms == 8
+        assert codec.uplink.min_append == 160  # one Twilio frame goes up as it came
+
     def test_text_session_has_text_output_and_no_vad(self) -> None:
         body = session_config(config("text"), "text", "Hi.")
         assert body["output_modalities"] == ["text"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -232,6 +233,26 @@ def test_session_started_values() -> None:
         "resumed": False,
         "limits": {"max_duration_s": 1800, "idle_timeout_s": 120},
     }
+
+
+def test_session_started_names_the_upstreams_input_rate_and_a_phone_calls_encoding() -> None:
+    told = dataclasses.replace(SESSION_STARTED, upstream_input_rate=24000)
+    assert wire(told)["audio"] == {
+        "input_rate": 16000,
+        "output_rate": 24000,
+        "upstream_input_rate": 24000,
+    }
+    phone = dataclasses.replace(
+        SESSION_STARTED, audio=AudioFormat(input_rate=8000, output_rate=8000, encoding="pcmu")
+    )
+    assert wire(phone)["audio"] == {"input_rate": 8000, "output_rate": 8000, "encoding": "pcmu"}
+
+
+def test_pcmu_is_8_khz_both_ways_and_no_other_encoding_exists() -> None:
+    with pytest.raises(ProtocolError, match="pcmu is 8000 Hz"):
+        AudioFormat(input_rate=16000, output_rate=8000, encoding="pcmu")
+    with pytest.raises(ProtocolError, match="encoding"):
+        AudioFormat(encoding="opus")
 
 
 def test_tool_finished_values() -> None:

@@ -1,0 +1,44 @@
+"""A session snapshot as the Redis store writes it, and back: nothing lost, older records read."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from gateway.store import SessionSnapshot
+from gateway.store.serial import snapshot_from_json, snapshot_to_json
+from transports.base import ConversationItem
+
+PHONE_CALL = SessionSnapshot(
+    provider="openai",
+    mode="voice",
+    input_rate=8000,
+    output_rate=8000,
+    enabled_tools=("get_current_time",),
+    instructions="Be brief.",
+    voice="marin",
+    audio_encoding="pcmu",
+    turn_number=3,
+    retrieval_calls=1,
+    rounds=2,
+    last_user_text="what time is it",
+    pending_messages=("remember this",),
+    history=(ConversationItem("user", "hello"), ConversationItem("assistant", "hi")),
+)
+
+
+def test_a_snapshot_reads_back_as_written() -> None:
+    assert snapshot_from_json(snapshot_to_json(PHONE_CALL)) == PHONE_CALL
+
+
+def test_a_record_written_before_audio_encodings_reads_as_pcm16() -> None:
+    raw = orjson.loads(snapshot_to_json(PHONE_CALL))
+    del raw["audio_encoding"]
+    assert snapshot_from_json(orjson.dumps(raw)).audio_encoding == "pcm16"
+
+
+def test_a_record_of_another_format_is_refused_whole() -> None:
+    raw = orjson.loads(snapshot_to_json(PHONE_CALL))
+    raw["format"] = 99
+    with pytest.raises(ValueError, match="snapshot format"):
+        snapshot_from_json(orjson.dumps(raw))
