@@ -396,20 +396,30 @@ class ConfirmationRespond:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionUpdate:
-    """``session.update``: switch mode and/or instructions mid-session (at least one)."""
+    """``session.update``: switch mode, instructions and/or the input rate mid-session (at least
+    one). ``input_rate`` (``audio.input_rate`` on the wire, an extension): the client's binary
+    audio from here on is at this rate (a browser that learnt ``upstream_input_rate``)."""
 
     TYPE: ClassVar[str] = "session.update"
 
     mode: Mode | None = None
     instructions: str | None = None
+    input_rate: int | None = None
     event_id: str | None = None
 
     def __post_init__(self) -> None:
-        if self.mode is None and self.instructions is None:
+        if self.mode is None and self.instructions is None and self.input_rate is None:
             raise ProtocolError(
                 ErrorCode.INVALID_EVENT,
-                f"{self.TYPE}: 'mode' or 'instructions' is required",
+                f"{self.TYPE}: 'mode', 'instructions' or 'audio.input_rate' is required",
                 event_id=self.event_id,
+            )
+        if self.input_rate is not None and (
+            type(self.input_rate) is not int or self.input_rate not in ALLOWED_SAMPLE_RATES
+        ):
+            allowed = ", ".join(str(r) for r in ALLOWED_SAMPLE_RATES)
+            raise invalid_field(
+                self.TYPE, "audio.input_rate", f"must be one of {allowed}", self.event_id
             )
         if self.mode is not None:
             mode = choice(
@@ -423,6 +433,8 @@ class SessionUpdate:
             body["mode"] = self.mode.value
         if self.instructions is not None:
             body["instructions"] = self.instructions
+        if self.input_rate is not None:
+            body["audio"] = {"input_rate": self.input_rate}
         return _with_event_id(body, self.event_id)
 
 

@@ -267,9 +267,12 @@ def _confirmation_respond(fields: _Fields) -> ConfirmationRespond:
 
 
 def _session_update(fields: _Fields) -> SessionUpdate:
+    audio = fields.optional_nested("audio")
     return SessionUpdate(
         mode=fields.optional_choice("mode", Mode),
         instructions=fields.optional_str("instructions"),
+        # SessionUpdate checks the rate (type and value) and names the field in its error.
+        input_rate=None if audio is None else audio.raw("input_rate"),
         event_id=fields.event_id,
     )
 

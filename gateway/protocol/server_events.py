@@ -377,9 +377,13 @@ class SessionUpdated:
     TYPE: ClassVar[str] = "session.updated"
 
     mode: Mode
+    audio: AudioFormat | None = None  # extension: after a change of the input rate
 
     def to_dict(self) -> JsonObject:
-        return {"type": self.TYPE, "mode": self.mode}
+        body: JsonObject = {"type": self.TYPE, "mode": self.mode}
+        if self.audio is not None:
+            body["audio"] = self.audio.to_dict()
+        return body
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

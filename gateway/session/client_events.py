@@ -18,6 +18,7 @@ from gateway.protocol import (
     AudioAppend,
     AudioClear,
     AudioCommit,
+    AudioFormat,
     AudioPlayback,
     BinaryAudio,
     ConfirmationRespond,
@@ -90,6 +91,7 @@ class ClientEvents:
         self.budget = TokenBucket(events_per_s, events_burst)
         self.last_activity = clock.monotonic()
         self._in: AudioConverter | None = None
+        self._capabilities: Capabilities | None = None
         self._direct = transport if isinstance(transport, DirectAudio) else None
         self._handlers: dict[type, Callable[[Any], Awaitable[None]]] = {
             AudioAppend: self._audio_append,
@@ -107,6 +109,7 @@ class ClientEvents:
 
     def upstream_ready(self, capabilities: Capabilities) -> None:
         profile = self._profile
+        self._capabilities = capabilities
         self._in = AudioConverter(
             profile.encoding, profile.input_rate, capabilities.encoding, capabilities.input_rate
         )
@@ -219,6 +222,8 @@ class ClientEvents:
                 event.event_id,
             )
             return
+        if event.input_rate is not None and not await self._switch_input_rate(event):
+            return
         if mode is not None:
             profile.mode = mode
         if event.instructions is not None:
@@ -230,11 +235,38 @@ class ClientEvents:
                 event.instructions, self._host.roles, profile.enabled
             )
         )
-        await self._transport.update(
-            mode="voice" if mode == "voice" else ("text" if mode else None),
-            instructions=instructions,
+        if mode is not None or instructions is not None:
+            await self._transport.update(
+                mode="voice" if mode == "voice" else ("text" if mode else None),
+                instructions=instructions,
+            )
+        audio = None
+        if event.input_rate is not None:
+            audio = AudioFormat(input_rate=profile.input_rate, output_rate=profile.output_rate)
+        self._host.emit(SessionUpdated(mode=Mode(profile.mode), audio=audio))
+
+    async def _switch_input_rate(self, event: SessionUpdate) -> bool:
+        """The client's audio is at ``event.input_rate`` from now on: what the converter holds
+        of the old rate goes up first, then a converter for the new rate takes over."""
+        profile, capabilities = self._profile, self._capabilities
+        if profile.encoding != "pcm16" or capabilities is None:
+            self._host.error(
+                ErrorCode.INVALID_EVENT,
+                "session.update: 'audio.input_rate' cannot change in this session",
+                event.event_id,
+            )
+            return False
+        assert event.input_rate is not None
+        if self._in is not None:
+            tail = self._in.flush()
+            if tail:
+                await self._transport.send_audio(tail)
+        profile.input_rate = event.input_rate
+        self._in = AudioConverter(
+            profile.encoding, profile.input_rate, capabilities.encoding, capabilities.input_rate
         )
-        self._host.emit(SessionUpdated(mode=Mode(profile.mode)))
+        self._host.boundary()  # a resume keeps the new rate
+        return True
 
     async def _end(self, event: SessionEnd) -> None:
         await self._host.end(EndReason.CLIENT, event.reason)

@@ -20,6 +20,8 @@ import pytest
 from browser_kit import CHROMIUM_FLAGS, CuttableProxy, chromium_path, write_voice_wav
 from harness import Gateway, GatewayFactory, token
 
+from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
+
 CHROMIUM = chromium_path()
 try:
     from playwright.async_api import Browser, Page, async_playwright
@@ -228,3 +230,34 @@ async def test_a_resume_after_the_window_shows_that_it_failed(
         assert problems == []
     finally:
         await proxy.stop()
+
+
+async def test_on_openai_the_page_captures_at_24_khz_so_nothing_is_resampled(
+    gateway_factory: GatewayFactory, browser: Browser
+) -> None:
+    """OpenAI Realtime takes 24 kHz: session.started says so (``upstream_input_rate``), the
+    page tells the gateway with ``session.update`` and its worklet switches, and every frame
+    it sends afterwards is 20 ms at 24 kHz, which the session passes on untouched."""
+    async with FakeRealtimeServer(FakeOptions()) as fake:
+        gateway = await gateway_factory(
+            provider="openai", openai_ws_url=fake.ws_url, openai_api_key="sk-test"
+        )
+        page, problems = await open_page(browser, f"{gateway.url}/?token={token('rate-user')}")
+        sent: list[str | bytes] = []
+        page.on("websocket", lambda ws: ws.on("framesent", lambda m: sent.append(m)))
+        await page.click("[data-testid=connect]")
+        await page.wait_for_selector("[data-testid=status][data-state=live]", timeout=WAIT_MS)
+        spoken = page.locator("[data-testid=transcript] li[data-role=user]").filter(
+            has_text="audio:"
+        )
+        await spoken.wait_for(timeout=WAIT_MS)  # the voiced burst reached the model, and back
+        assert (await stats(page))["captureRate"] == 24000
+        session = next(iter(gateway.manager.sessions.values()))
+        assert session.profile.input_rate == 24000
+    updates = [json.loads(m) for m in sent if isinstance(m, str) and '"session.update"' in m]
+    assert updates == [{"type": "session.update", "audio": {"input_rate": 24000}}]
+    switched = next(i for i, m in enumerate(sent) if isinstance(m, str) and "session.update" in m)
+    frames = [len(m) for m in sent[switched:] if isinstance(m, bytes)]
+    assert len(frames) > 50
+    assert set(frames) == {960}  # 20 ms of PCM16 at 24 kHz, nothing of the old rate
+    assert problems == []

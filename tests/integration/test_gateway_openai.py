@@ -21,6 +21,7 @@ from harness import (
     GatewayFactory,
     first,
     model_results,
+    pcm_silence,
     pcm_tone,
     speak,
     types,
@@ -529,3 +530,30 @@ async def test_an_odd_audio_frame_is_invalid_audio_and_the_session_goes_on(
         transcript = await client.last("transcript.done", role="user")
         assert transcript["text"].startswith("audio:")
     assert types(client.events).count("error") == 1
+
+
+async def test_a_client_that_switches_to_the_upstreams_rate_is_relayed_untouched(
+    gateway: Gateway, fake: FakeRealtimeServer
+) -> None:
+    """A browser starts at 16 kHz, reads ``upstream_input_rate`` (24 kHz) and switches: its
+    next frames are what the provider receives, byte for byte, and a turn still works."""
+    async with gateway.session("voice", audio={"input_rate": 16000}) as client:
+        assert client.started["audio"]["upstream_input_rate"] == 24000
+        await client.send_raw(pcm_tone(40))  # resampled, at 16 kHz
+        await client.send("session.update", audio={"input_rate": 96000}, event_id="bad")
+        error = await client.last("error")
+        assert (error["code"], error["event_id"]) == ("invalid_event", "bad")
+        assert "audio.input_rate" in error["message"]
+        await client.send("session.update", audio={"input_rate": 24000})
+        updated = await client.last("session.updated")
+        assert updated["audio"] == {"input_rate": 24000, "output_rate": 24000}
+        utterance = pcm_tone(400, 24000) + pcm_silence(600, 24000)
+        for start in range(0, len(utterance), 960):
+            await client.send_raw(utterance[start : start + 960])
+        transcript = await client.last("transcript.done", role="user")
+        conn = fake.connections[0]
+    assert transcript["text"].startswith("audio:")
+    appended = b"".join(
+        base64.b64decode(a["audio"]) for a in conn.received("input_audio_buffer.append")
+    )
+    assert utterance[:19200] in appended  # 400 ms of the tone as the client sent it

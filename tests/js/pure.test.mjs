@@ -8,6 +8,7 @@ import { reconnectDelay, sessionUrl } from "../../gateway/static/js/connection.j
 import {
   Framer,
   StreamResampler,
+  captureRate,
   floatToInt16,
   int16ToFloat,
   levelDbfs,
@@ -93,4 +94,23 @@ test("the socket URL follows the page: wss behind TLS, ws on localhost, token in
     "wss://voice.example.com/v1/session?token=a.b+c",
   );
   assert.equal(sessionUrl({ protocol: "http:", host: "localhost:8080" }, ""), "ws://localhost:8080/v1/session");
+});
+
+test("the page captures at the upstream's own input rate and tells the gateway once", () => {
+  // OpenAI takes 24 kHz: switch from the 16 kHz the session started with.
+  assert.deepEqual(captureRate({ input_rate: 16000, output_rate: 24000, upstream_input_rate: 24000 }), {
+    rate: 24000,
+    switchTo: 24000,
+  });
+  // Already there (a resumed session that switched before, or the local model): no update.
+  assert.deepEqual(captureRate({ input_rate: 24000, output_rate: 24000, upstream_input_rate: 24000 }), {
+    rate: 24000,
+    switchTo: null,
+  });
+  // Text mode (no upstream rate) or a rate the protocol does not take: keep the session's.
+  assert.deepEqual(captureRate({ input_rate: 16000, output_rate: 24000 }), { rate: 16000, switchTo: null });
+  assert.deepEqual(captureRate({ input_rate: 16000, output_rate: 24000, upstream_input_rate: 22050 }), {
+    rate: 16000,
+    switchTo: null,
+  });
 });

@@ -26,4 +26,4 @@ def test_page_pure_modules_under_node() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "# fail 0" in done.stdout, done.stdout
-    assert "# pass 8" in done.stdout, done.stdout  # every test ran
+    assert "# pass 9" in done.stdout, done.stdout  # every test ran

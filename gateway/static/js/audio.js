@@ -1,16 +1,26 @@
 // The page's audio: the microphone (capture worklet) and the speaker (playback worklet).
-import { samplesToMs } from "./pcm.js";
+import { MIC_RATE, samplesToMs } from "./pcm.js";
 
 const WORKLETS = new URL("./worklets/", import.meta.url);
 
-// Captures the microphone and hands out 20 ms PCM16 frames at 16 kHz with their level.
+// Captures the microphone and hands out 20 ms PCM16 frames at `rate` (16 kHz until
+// `setRate`) with their level.
 export class Microphone {
   constructor({ onFrame, onLevel }) {
     this.onFrame = onFrame;
     this.onLevel = onLevel;
     this.context = null;
+    this.node = null;
     this.stream = null;
     this.framesCaptured = 0;
+    this.rate = MIC_RATE;
+  }
+
+  // Frames at `rate` from now on; frames of the old rate still on their way are dropped.
+  setRate(rate) {
+    if (rate === this.rate) return;
+    this.rate = rate;
+    if (this.node !== null) this.node.port.postMessage({ type: "rate", rate });
   }
 
   get running() {
@@ -25,20 +35,22 @@ export class Microphone {
     const stream = await navigator.mediaDevices.getUserMedia({
       audio: { channelCount: 1, echoCancellation: true, noiseSuppression: true, autoGainControl: true },
     });
-    // The context runs at the device's rate; the worklet resamples to 16 kHz itself, which
+    // The context runs at the device's rate; the worklet resamples to `rate` itself, which
     // works in every browser (not all accept a microphone in a context of another rate).
     const context = new AudioContext({ latencyHint: "interactive" });
+    let node;
     try {
       await context.audioWorklet.addModule(new URL("capture.js", WORKLETS));
       const source = context.createMediaStreamSource(stream);
-      const node = new AudioWorkletNode(context, "capture-processor", {
+      node = new AudioWorkletNode(context, "capture-processor", {
         numberOfInputs: 1,
         numberOfOutputs: 1,
         channelCount: 1,
         channelCountMode: "explicit",
+        processorOptions: { rate: this.rate },
       });
       node.port.onmessage = ({ data }) => {
-        if (data.type !== "frame") return;
+        if (data.type !== "frame" || data.rate !== this.rate) return;
         this.framesCaptured += 1;
         this.onLevel(data.level);
         this.onFrame(data.pcm);
@@ -52,12 +64,14 @@ export class Microphone {
       throw error;
     }
     this.context = context;
+    this.node = node;
     this.stream = stream;
   }
 
   async stop() {
     const { context, stream } = this;
     this.context = null;
+    this.node = null;
     this.stream = null;
     if (stream) stream.getTracks().forEach((track) => track.stop());
     if (context) await context.close();

@@ -1,6 +1,7 @@
 // The demo client's composition root: wires the socket, the audio and the view together.
 import { Microphone, Speaker } from "./audio.js";
 import { GatewayConnection, sessionUrl } from "./connection.js";
+import { captureRate } from "./pcm.js";
 import { ConfirmationDialog, ToolTimeline, Transcript, showBanner, showError, showStatus } from "./ui.js";
 
 const OUTPUT_RATE = 24000;
@@ -11,7 +12,14 @@ const $ = (id) => document.getElementById(id);
 const query = new URLSearchParams(location.search);
 
 // Counters the end-to-end test reads (and anyone debugging audio).
-const stats = { framesSent: 0, playedSamples: 0, receivedSamples: 0, underruns: 0, resumes: 0 };
+const stats = {
+  framesSent: 0,
+  playedSamples: 0,
+  receivedSamples: 0,
+  underruns: 0,
+  resumes: 0,
+  captureRate: INPUT_RATE,
+};
 
 let connection = null;
 let mode = "voice";
@@ -73,6 +81,15 @@ const speaker = new Speaker({
 
 function send(event) {
   return connection === null ? null : connection.send(event);
+}
+
+// Capture at the rate the upstream takes, so the gateway never resamples the microphone:
+// tell the gateway first, then switch (frames of the old rate still in flight are dropped).
+function followUpstreamRate(audio) {
+  const { rate, switchTo } = captureRate(audio);
+  if (switchTo !== null) send({ type: "session.update", audio: { input_rate: switchTo } });
+  microphone.setRate(rate);
+  stats.captureRate = rate;
 }
 
 // Sends an event with an event_id; `onRefused(error)` runs if the gateway answers it with an
@@ -185,9 +202,11 @@ function onState(detail) {
       showStatus("live", `live · ${detail.session.mode}`);
       $("session-id").textContent = detail.session.session_id;
       $("disconnect").disabled = false;
+      followUpstreamRate(detail.session.audio);
       break;
     case "resumed":
       stats.resumes += 1;
+      followUpstreamRate(detail.session.audio);
       showStatus("live", `live · ${detail.session.mode}`);
       showBanner(
         detail.moved

@@ -3,6 +3,18 @@
 
 export const MIC_RATE = 16000;
 export const FRAME_MS = 20;
+const SESSION_RATES = [8000, 16000, 24000, 48000];
+
+// The rate to capture at, from session.started's audio: the upstream's own input rate when
+// the gateway names one (then `switchTo` says to tell it with session.update), so that the
+// gateway relays the microphone without resampling it; else the session's input rate.
+export function captureRate(audio) {
+  const upstream = audio.upstream_input_rate;
+  if (upstream && upstream !== audio.input_rate && SESSION_RATES.includes(upstream)) {
+    return { rate: upstream, switchTo: upstream };
+  }
+  return { rate: audio.input_rate, switchTo: null };
+}
 
 // Float samples in [-1, 1] to PCM16 (little-endian on every platform browsers run on).
 export function floatToInt16(samples) {

@@ -171,7 +171,7 @@ def test_events_are_frozen() -> None:
         (
             lambda: SessionUpdate(),
             ErrorCode.INVALID_EVENT,
-            "session.update: 'mode' or 'instructions' is required",
+            "session.update: 'mode', 'instructions' or 'audio.input_rate' is required",
         ),
         (
             lambda: Ping(id=[1]),  # type: ignore[arg-type]

@@ -180,6 +180,10 @@ def test_audio_append_decodes_base64() -> None:
             {"type": "session.update", "mode": "voice", "instructions": "x"},
             SessionUpdate(mode=Mode.VOICE, instructions="x"),
         ),
+        (
+            {"type": "session.update", "audio": {"input_rate": 24000}},
+            SessionUpdate(input_rate=24000),
+        ),
         ({"type": "session.end"}, SessionEnd()),
         ({"type": "session.end", "reason": "bye"}, SessionEnd(reason="bye")),
         ({"type": "ping"}, Ping()),
@@ -322,10 +326,25 @@ INVALID_EVENTS: list[tuple[dict[str, Any], str]] = [
     ({**CONFIRM, "parameters": [1]}, "confirmation.respond: 'parameters' must be an object"),
     ({**CONFIRM, "parameters": "{}"}, "confirmation.respond: 'parameters' must be an object"),
     # session.update
-    ({"type": "session.update"}, "session.update: 'mode' or 'instructions' is required"),
+    (
+        {"type": "session.update", "audio": {"input_rate": 44100}},
+        "session.update: 'audio.input_rate' must be one of 8000, 16000, 24000, 48000",
+    ),
+    (
+        {"type": "session.update", "audio": {"input_rate": True}},
+        "session.update: 'audio.input_rate' must be one of 8000, 16000, 24000, 48000",
+    ),
+    (
+        {"type": "session.update", "audio": {}},
+        "session.update: 'mode', 'instructions' or 'audio.input_rate' is required",
+    ),
+    (
+        {"type": "session.update"},
+        "session.update: 'mode', 'instructions' or 'audio.input_rate' is required",
+    ),
     (
         {"type": "session.update", "mode": None, "instructions": None},
-        "session.update: 'mode' or 'instructions' is required",
+        "session.update: 'mode', 'instructions' or 'audio.input_rate' is required",
     ),
     (
         {"type": "session.update", "mode": "chat"},

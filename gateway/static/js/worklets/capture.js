@@ -1,19 +1,30 @@
-// AudioWorklet: microphone → PCM16 frames at 16 kHz (20 ms each), with their level.
-// Runs on the audio thread: it only resamples, frames and posts; the page sends.
+// AudioWorklet: microphone → PCM16 frames at the session's input rate (16 kHz until told
+// otherwise), 20 ms each, with their level and rate. Runs on the audio thread: it only
+// resamples, frames and posts; the page sends.
 import { FRAME_MS, Framer, MIC_RATE, StreamResampler, int16ToFloat, levelDbfs } from "../pcm.js";
 
 class CaptureProcessor extends AudioWorkletProcessor {
-  constructor() {
+  constructor(options) {
     super();
-    // `sampleRate` is the AudioContext's rate, a global of the worklet scope.
-    this.resampler = new StreamResampler(sampleRate, MIC_RATE);
-    this.framer = new Framer((MIC_RATE * FRAME_MS) / 1000);
+    this.setRate((options.processorOptions && options.processorOptions.rate) || MIC_RATE);
+    this.port.onmessage = ({ data }) => {
+      if (data.type === "rate") this.setRate(data.rate);
+    };
     this.emit = (sample) => {
       const frame = this.framer.push(sample);
       if (frame === null) return;
       const level = levelDbfs(int16ToFloat(frame));
-      this.port.postMessage({ type: "frame", pcm: frame.buffer, level }, [frame.buffer]);
+      const message = { type: "frame", pcm: frame.buffer, level, rate: this.rate };
+      this.port.postMessage(message, [frame.buffer]);
     };
+  }
+
+  // From here on, frames at `rate` (a partial frame of the old rate is dropped).
+  setRate(rate) {
+    this.rate = rate;
+    // `sampleRate` is the AudioContext's rate, a global of the worklet scope.
+    this.resampler = new StreamResampler(sampleRate, rate);
+    this.framer = new Framer((rate * FRAME_MS) / 1000);
   }
 
   process(inputs) {
