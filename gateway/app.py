@@ -15,10 +15,12 @@ import structlog
 from aiohttp import web
 
 from gateway.admission import Admission
+from gateway.audio.resample import design_resamplers
 from gateway.clock import Clock, SystemClock
 from gateway.config import Settings, is_loopback
 from gateway.node import NodeRuntime, new_node_id
 from gateway.observability import Metrics, configure_logging
+from gateway.protocol import ALLOWED_SAMPLE_RATES
 from gateway.providers import make_transport, warm_up_upstreams
 from gateway.registry import Registry, load_registry
 from gateway.server import GatewayServer
@@ -120,6 +122,7 @@ async def serve(settings: Settings) -> None:
         _log.info("metrics_listening", host=metrics_host, port=settings.metrics_port)
     warn_about_exposure(settings)
     warm_up_upstreams(settings)
+    design_resamplers(ALLOWED_SAMPLE_RATES)  # ~0.1 s now, not 10 ms in a session's start
     tune_gc()
     _log.info(
         "gateway_listening",

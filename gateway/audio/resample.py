@@ -1,55 +1,96 @@
-"""Streaming PCM16 sample-rate conversion for the audio relay.
+"""Streaming PCM16 sample-rate conversion for the audio relay, with under 0.3 ms of delay.
 
-One ``StreamResampler`` per direction per session. It keeps the filter state between chunks, so
-a stream cut into chunks of any size resamples like the whole signal at once (to within the
-dither below): no clicks at chunk boundaries, and no drift in length (after ``flush`` the
-total output is ``round(total_in * out_rate / in_rate)`` samples, ±1).
+One ``StreamResampler`` per direction per session. It keeps the filter history between chunks,
+so a stream cut into chunks of any size resamples like the whole signal at once (to ±1 LSB of
+float rounding): no clicks at chunk boundaries, and no drift in length. Nothing is held back:
+each call returns all the output its input completes, so after ``n`` input samples in all the
+output is exactly ``round(n × out_rate / in_rate)`` samples (halves up). A 20 ms chunk in
+gives 20 ms out, to within one sample, at once, and ``flush`` has nothing left to add.
 
-Theory of operation. This wraps libsoxr (``soxr.ResampleStream``) on int16 samples directly, so
-there is no float conversion on the hot path. libsoxr filters in blocks: it holds back input
-until a block is full, and a 20 ms chunk in does not always give 20 ms out. Some calls return
-nothing and the next returns two chunks' worth. Measured with 20 ms chunks at "MQ":
-16↔24 kHz holds back about 21 ms on average (38 ms at most), 8→24 kHz about 43 ms (75 ms
-at most). Consequences for callers:
+Theory of operation. A polyphase FIR resampler for the rational ratio ``L/M``, with one
+minimum-phase lowpass per rate pair (``gateway.audio.filters``: passband flat to ±0.1 dB up to
+0.85 of the lower Nyquist, stopband from the lower Nyquist, 70 dB down for the default "MQ";
+the module says why). Outputs are computed in blocks of ``B·L`` that consume ``B·M`` inputs and
+each read a window of ``K - 1 + B·M`` inputs (``K``: taps per output). A call copies the windows
+of its blocks out of one strided view of the input buffer and multiplies them by the filter's
+block matrix, one float32 BLAS product, then clips and rounds to int16. The inputs after the
+last complete block, and the ``K - 1`` before it, are the history carried to the next call.
 
-* the output of one ``process`` call may be empty: pass empty output on, never treat it as an
-  error or an end of stream;
-* the tail of a stream stays inside the resampler until more input arrives or ``flush`` is
-  called: call ``flush`` when a response or utterance ends;
-* on barge-in, ``reset`` drops the held-back audio instead of playing it.
+Why not libsoxr, used here before: it compensates its linear-phase filter's delay by holding
+input back until a block is full, so with 20 ms chunks its "MQ" held back 21 ms on average
+(38 ms at most) at 16↔24 kHz and 43 ms (75 ms) at 8→24 kHz, on each leg; LQ and HQ hold back
+as much. Its "QQ" holds nothing back because it does no anti-alias filtering at all: a 7 kHz
+tone at 16 kHz comes out of 16→8 kHz as a full-level 1 kHz alias. The python binding exposes
+no other knob (no phase or low-delay setting), hence scipy's filter design and this loop.
 
-Quality: "MQ" by default. Measured per 20 ms chunk (a throwaway timeit on one core), LQ, MQ and
-HQ all cost 4–5 µs: the Python call dominates, the filtering is cheap at speech rates. So speed
-does not separate them. MQ is chosen because:
+Measured (tests/unit/audio/test_audio_resample.py holds every pair to the 5 ms budget, the
+spec and these properties; µs from a throwaway timeit per 20 ms chunk on one core of the
+2-core dev box, with soxr "MQ" timed in the same run for scale):
 
-* it is a 16-bit-precision filter, which is all int16 samples can carry. HQ's 20-bit stopband is
-  below the int16 noise floor: both measure -81 dB alias rejection here;
-* it passes 16 kHz speech flat up to 7 kHz (LQ is already -13 dB at 7 kHz, which dulls
-  wideband speech);
-* it holds back no more than HQ, and a session creates it slightly faster.
+=========  ===  ============  ============  ======  ===========  ========  ========
+pair, kHz   K   impulse peak  pulse xcorr   gd 1k   gd passband  µs/chunk  soxr µs
+=========  ===  ============  ============  ======  ===========  ========  ========
+16 → 24     43  0.15 ms       0.13 ms       0.10    ≤ 0.59 ms    7.2       5.3
+24 → 16     64  0.15 ms       0.13 ms       0.10    ≤ 0.59 ms    7.4       5.3
+8 → 24      43  0.29 ms       0.25 ms       0.23    ≤ 1.17 ms    7.1       4.4
+24 → 8     127  0.21 ms       0.25 ms       0.23    ≤ 1.17 ms    7.3       4.1
+8 → 16      43  0.25 ms       0.25 ms       0.19    ≤ 1.15 ms    6.9       3.7
+16 → 8      86  0.19 ms       0.25 ms       0.19    ≤ 1.15 ms    6.9       3.4
+48 → 16    127  0.10 ms       0.13 ms       0.10    ≤ 0.59 ms    8.4       5.4
+48 → 24     86  0.06 ms       0.08 ms       0.07    ≤ 0.38 ms    8.4       5.2
+=========  ===  ============  ============  ======  ===========  ========  ========
 
-libsoxr applies ±1 LSB TPDF dither to int16 output, so digital silence comes out as faint
-noise (about -90 dBFS), far below any speech threshold. Where the dither lands depends on how
-the stream was cut and on earlier streams, so outputs agree to ±2 LSB, not bit for bit.
+("impulse peak": where a click's response peaks; "pulse xcorr": the lag of a band-limited
+pulse, by cross-correlation; "gd": the filter's group delay at 1 kHz and its largest over the
+passband.) The cost is a few numpy calls' overhead more than libsoxr's one call, about 2–3 µs
+a chunk; the gateway's other per-frame work dwarfs it.
+
+Consequences for callers:
+
+* the output of one ``process`` call is empty only when the chunk completes no output sample
+  (a single input sample at 24→8 kHz): pass empty output on;
+* ``flush`` returns nothing and resets for a new stream: the filter's ring-out (its energy is
+  almost all in the first millisecond) is not appended, so that lengths stay exact;
+* on barge-in, ``reset`` drops the history, so the next stream starts from silence.
+
+Not thread-safe per instance. The windows' scratch array is per thread, shared by all the
+instances of that thread, so thousands of sessions do not each keep one.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import threading
+from collections.abc import Iterable
 
 import numpy as np
 import numpy.typing as npt
-import soxr
+from numpy.lib.stride_tricks import as_strided
 
-__all__ = ["DEFAULT_QUALITY", "ResampleQuality", "StreamResampler"]
+from gateway.audio.filters import (
+    ATTENUATION_DB,
+    DEFAULT_QUALITY,
+    PolyphaseFilter,
+    ResampleQuality,
+    design,
+)
 
-ResampleQuality = Literal["LQ", "MQ", "HQ", "VHQ"]
-"""libsoxr quality presets: LQ/MQ are 16-bit filters, HQ 20-bit, VHQ 28-bit."""
-
-DEFAULT_QUALITY: ResampleQuality = "MQ"
+__all__ = ["DEFAULT_QUALITY", "ResampleQuality", "StreamResampler", "design_resamplers"]
 
 _PCM16 = np.dtype("<i2")
-_NO_SAMPLES = np.zeros(0, dtype=_PCM16)
+_FLOAT = np.dtype(np.float32)
+_LOWEST, _HIGHEST = np.float32(-32768), np.float32(32767)
+
+# Input samples resampled per matrix product (43 ms at 48 kHz): bounds the buffers and keeps
+# the product small enough for one BLAS thread. A longer chunk is done in pieces, which changes
+# nothing in the result.
+_PIECE = 2048
+
+
+class _Scratch(threading.local):
+    windows: npt.NDArray[np.float32] = np.zeros(0, dtype=_FLOAT)
+
+
+_SCRATCH = _Scratch()
 
 
 class StreamResampler:
@@ -59,63 +100,144 @@ class StreamResampler:
     Not thread-safe; use one instance per stream.
     """
 
-    __slots__ = ("_stream", "in_rate", "out_rate", "quality")
+    __slots__ = (
+        "_blocks",
+        "_buffer",
+        "_emitted",
+        "_filter",
+        "_pending",
+        "in_rate",
+        "out_rate",
+        "quality",
+    )
 
     def __init__(
         self, in_rate: int, out_rate: int, *, quality: ResampleQuality = DEFAULT_QUALITY
     ) -> None:
         if in_rate <= 0 or out_rate <= 0:
             raise ValueError(f"sample rates must be positive, got {in_rate} → {out_rate} Hz")
+        if quality not in ATTENUATION_DB:  # checked here too: passthrough designs nothing
+            raise ValueError(f"unknown quality {quality!r}, not one of {list(ATTENUATION_DB)}")
         self.in_rate = in_rate
         self.out_rate = out_rate
         self.quality = quality
-        self._stream: soxr.ResampleStream | None = (
-            None
-            if in_rate == out_rate
-            else soxr.ResampleStream(in_rate, out_rate, 1, dtype=_PCM16, quality=quality)
+        self._filter: PolyphaseFilter | None = None
+        if in_rate == out_rate:
+            return
+        f = self._filter = design(in_rate, out_rate, quality)
+        # The history (K - 1 inputs), the inputs of a block not yet complete (under B·M + M),
+        # one piece, and what a last, partly complete block reads past them (under B·M + M).
+        size = f.phase_taps - 1 + _PIECE + 3 * f.block_inputs + 2
+        self._buffer = np.zeros(size, dtype=_FLOAT)
+        # Block q's window is buffer[q·B·M : q·B·M + window]: all of them, as one strided view.
+        count = (size - f.window) // f.block_inputs + 1
+        self._blocks: npt.NDArray[np.float32] = as_strided(
+            self._buffer,
+            shape=(count, f.window),
+            strides=(f.block_inputs * _FLOAT.itemsize, _FLOAT.itemsize),
+            writeable=False,
         )
+        # buffer[0] is input q·B·M - K + 1, q the first block not yet complete; _pending inputs
+        # from q·B·M on are in the buffer, and _emitted outputs from q·B·L on were returned.
+        self._pending = 0
+        self._emitted = 0
 
     @property
     def is_passthrough(self) -> bool:
         """True when the rates are equal and audio goes through untouched."""
-        return self._stream is None
+        return self._filter is None
 
     def process(self, pcm: bytes) -> bytes:
         """Resample the next chunk of the stream (any whole number of samples, even one).
 
-        The result may be empty (the filter is still filling), or longer than this chunk alone
-        would give (a held-back block was released).
+        Returns every output sample this input completes: ``n`` samples in give
+        ``n × out_rate / in_rate`` out, to within one sample, at once.
         """
         if len(pcm) % 2:
             raise ValueError(f"PCM16 chunk has an odd length ({len(pcm)} bytes)")
-        if self._stream is None:
+        if self._filter is None:
             return pcm
-        if not pcm:
+        samples = np.frombuffer(pcm, dtype=_PCM16)
+        if len(samples) <= _PIECE:
+            return self._process(samples)
+        return b"".join(
+            self._process(samples[start : start + _PIECE])
+            for start in range(0, len(samples), _PIECE)
+        )
+
+    def _process(self, samples: npt.NDArray[np.int16]) -> bytes:
+        f = self._filter
+        assert f is not None
+        n = len(samples)
+        if not n:
             return b""
-        out: npt.NDArray[np.int16] = self._stream.resample_chunk(np.frombuffer(pcm, dtype=_PCM16))
-        return out.tobytes()
+        history = f.phase_taps - 1
+        pending = self._pending + n
+        fill = history + pending
+        self._buffer[fill - n : fill] = samples
+        # round(pending · L / M), half up, in integers. Output m needs inputs up to
+        # floor(m·M / L) only, so every one of these is complete now.
+        total = (2 * f.up * pending + f.down) // (2 * f.down)
+        emitted = self._emitted
+        if total == emitted:
+            self._pending = pending
+            return b""
+        # The last block may be partly complete: its other outputs read stale buffer past
+        # ``fill`` and are dropped (they are computed again once their inputs are in).
+        per_block = f.block_outputs
+        blocks = (total - 1) // per_block + 1
+        width = f.window
+        scratch = _SCRATCH.windows
+        if len(scratch) < blocks * width:
+            scratch = _SCRATCH.windows = np.empty(2 * blocks * width, dtype=_FLOAT)
+        windows = scratch[: blocks * width].reshape(blocks, width)
+        np.copyto(windows, self._blocks[:blocks])
+        out = (windows @ f.block_matrix).reshape(-1)[emitted:total]
+        out.clip(_LOWEST, _HIGHEST, out=out)
+        np.rint(out, out=out)
+        pcm = out.astype(_PCM16).tobytes()
+
+        # Drop the blocks that are complete; keep the one partly output.
+        done = total // per_block
+        self._emitted = total - done * per_block
+        if done:
+            shift = done * f.block_inputs
+            pending -= shift
+            keep = history + pending
+            self._buffer[:keep] = self._buffer[shift : shift + keep]
+        self._pending = pending
+        return pcm
 
     def flush(self) -> bytes:
-        """End the stream: return the held-back tail, then reset for a new stream.
+        """End the stream: return what is left of it (nothing, as nothing is held back), then
+        reset for a new stream.
 
         After ``flush`` the instance is ready for an unrelated stream (for example the next
-        response), with no history from the previous one: as if freshly created, up to the
-        dither described in the module docstring.
+        response), with no history from the previous one: exactly as if freshly created.
         """
-        if self._stream is None:
-            return b""
-        tail: npt.NDArray[np.int16] = self._stream.resample_chunk(_NO_SAMPLES, last=True)
-        # libsoxr refuses input after the last chunk until it is cleared.
-        self._stream.clear()
-        return tail.tobytes()
+        self.reset()
+        return b""
 
     def reset(self) -> None:
-        """Drop the held-back audio and the filter history (barge-in, cancelled response)."""
-        if self._stream is not None:
-            self._stream.clear()
+        """Drop the filter history (barge-in, cancelled response): the next chunk starts a new
+        stream, as from a fresh instance."""
+        if self._filter is not None:
+            self._buffer[: self._filter.phase_taps - 1] = 0.0
+            self._pending = 0
+            self._emitted = 0
 
     def __repr__(self) -> str:
         return (
             f"StreamResampler(in_rate={self.in_rate}, out_rate={self.out_rate}, "
             f"quality={self.quality!r})"
         )
+
+
+def design_resamplers(rates: Iterable[int], quality: ResampleQuality = DEFAULT_QUALITY) -> None:
+    """Design the filter of every pair of ``rates`` now (each is cached for the process), so
+    that no session's start pays for one while other sessions wait on the event loop."""
+    chosen = sorted(set(rates))
+    for in_rate in chosen:
+        for out_rate in chosen:
+            if in_rate != out_rate:
+                design(in_rate, out_rate, quality)
