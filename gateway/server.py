@@ -38,6 +38,7 @@ from gateway.protocol import (
     decode_text,
     encode,
 )
+from gateway.realtime_compat.routes import RealtimeCompatRoutes
 from gateway.registry import Registry
 from gateway.session import Outbound, Session, SessionUser
 from gateway.session.manager import SessionManager
@@ -89,6 +90,8 @@ class GatewayServer:
             app.router.add_get("/metrics", self.metrics_page)
         app.router.add_get("/", self.index)
         app.router.add_static("/static/", STATIC_DIR, append_version=False)
+        compat = RealtimeCompatRoutes(self.settings, self.admission, self.manager)
+        app.router.add_get("/v1/realtime", compat.realtime)
         twilio = TwilioRoutes(self.settings, self.admission, self.manager)
         app.router.add_post("/twilio/voice", twilio.voice)
         app.router.add_get("/twilio/media", twilio.media)

@@ -1,0 +1,18 @@
+"""An OpenAI-Realtime-compatible endpoint's pure core: GA client events in, GA server events out.
+
+``GET /v1/realtime?model=…`` speaks OpenAI's GA Realtime protocol as a server, so a client
+written for OpenAI Realtime (the ``openai`` SDK's ``client.realtime.connect``, the Agents SDK)
+gets this gateway's tools, policy and upstreams. The async shell (endpoint, auth, the bridge
+that is a client of one gateway session) lives elsewhere; nothing here does I/O:
+
+- ``client_wire`` (with ``client_items``): a client's JSON text message → a typed event, or
+  ``CompatError`` (``errors``) with OpenAI's code, message and ``param``;
+- ``session_config``: ``session.update`` validated (``SessionPatch``) and merged into the
+  effective session (``SessionView``) that ``session.created`` / ``session.updated`` show;
+- ``translate``: ``Translator``, the gateway session's output (our protocol's events and PCM16
+  audio) → GA server events in OpenAI's order, and the echoes of the client's own edits; it
+  drives ``responses`` (one response's events), ``user_turns`` (speech, commits,
+  transcription) and ``conversation`` (the item list);
+- ``server_wire``: event builders, ids, and the mappings of statuses, usage, errors and close
+  codes; ``json_fields``: typed field reads that raise OpenAI's errors.
+"""

@@ -1,0 +1,285 @@
+"""One client of the OpenAI-compatible endpoint: its GA events made into a gateway session's.
+
+Like the phone bridge, this is a client of one gateway ``Session``: it turns the GA client's
+events into ours (``input_audio_buffer.append`` → binary audio, ``commit`` → ``audio.commit``,
+a user message and ``response.create`` → ``text.send``, ``response.cancel``, a truncate →
+``audio.playback``, ``session.update`` → ours) and the session's output, in order, into GA server
+events through the pure ``Translator``. The gateway's own tools run inside the session, under
+its policy, and are hidden from the client unless it asked to see them.
+
+The session starts with the client's first event that needs the model (audio, an item, a
+response): a client's ``session.update`` before it (instructions, voice, output modality) is
+the session's start, as OpenAI clients send it right after connecting. What cannot be done
+here is refused with an ``error`` event, never by dropping the socket: a ``session.update``
+naming tools of the client's own (not offered by this gateway yet), a change of voice once
+the session has started, a system or audio message item, deleting an item the model has
+already seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+import structlog
+
+from gateway.protocol import (
+    AudioClear,
+    AudioCommit,
+    AudioFormat,
+    AudioPlayback,
+    BinaryAudio,
+    Mode,
+    Provider,
+    ResponseCancel,
+    SessionEnd,
+    SessionStart,
+    SessionUpdate,
+    TextSend,
+)
+from gateway.realtime_compat import client_wire as cw
+from gateway.realtime_compat.client_items import InputAudio, UserMessage
+from gateway.realtime_compat.errors import CompatError
+from gateway.realtime_compat.server_wire import ServerEvent, random_id
+from gateway.realtime_compat.session_config import SessionPatch, SessionView
+from gateway.realtime_compat.translate import Translator
+from gateway.session.outbound import Outbound
+from gateway.session.refusals import StartRefused
+from gateway.session.session import Session
+
+__all__ = ["AUDIO_RATE", "CompatBridge", "StartSession"]
+
+_log = structlog.get_logger("realtime_compat")
+
+AUDIO_RATE = 24000  # PCM16 at 24 kHz both ways: the GA format this endpoint speaks
+SESSION_LIFETIME_S = 30 * 60
+
+StartSession = Callable[[SessionStart, Outbound], Awaitable[Session]]
+
+
+def _unsupported(message: str, event_id: str | None, param: str | None = None) -> CompatError:
+    return CompatError("unsupported", message, param=param, event_id=event_id)
+
+
+class CompatBridge:
+    def __init__(
+        self,
+        send: Callable[[str], Awaitable[None]],
+        *,
+        model: str,
+        provider: Provider | None,
+        start_session: StartSession,
+        max_audio_frames: int,
+        show_tools: bool = False,
+    ) -> None:
+        self._send = send
+        self._provider = provider
+        self._start_session = start_session
+        self.translator = Translator(ids=random_id, show_tools=show_tools)
+        self.view = SessionView(
+            id=random_id("sess"), model=model, expires_at=int(time.time()) + SESSION_LIFETIME_S
+        )
+        self.outbound = Outbound(
+            self._on_session_text,
+            self._on_session_audio,
+            max_audio_frames=max_audio_frames,
+            ordered=True,
+        )
+        self.session: Session | None = None
+        self._writer: asyncio.Task[None] | None = None
+        self._pending_text: list[tuple[str, str]] = []  # (item id, text) not yet sent
+        self._answer_expected = False  # a commit was sent: the gateway answers it by itself
+        self.ended = asyncio.Event()
+        self.end_reason: str | None = None
+
+    # Lifecycle -------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        self._writer = asyncio.create_task(self.outbound.run())
+        await self._emit(self.translator.session_created(self.view))
+
+    async def close(self) -> None:
+        session = self.session
+        if session is not None and not session.ended.is_set():
+            await session.on_client_event(SessionEnd(reason="the client closed the socket"))
+        self.outbound.close()
+        if self._writer is not None:
+            try:
+                await asyncio.wait_for(self._writer, timeout=5)
+            except (TimeoutError, ConnectionError):
+                self._writer.cancel()
+
+    async def _started(self) -> Session:
+        """The gateway session, started now if this is the first event that needs it."""
+        if self.session is not None:
+            return self.session
+        view = self.view
+        voice = view.voice if isinstance(view.voice, str) else None
+        start = SessionStart(
+            mode=Mode.TEXT if view.modality == "text" else Mode.VOICE,
+            provider=self._provider,
+            # OpenAI's model by its name; the others pick theirs by mode (Gemini's voice and
+            # text models differ), from the gateway's settings.
+            model=view.model if self._provider is Provider.OPENAI else None,
+            voice=voice,
+            instructions=view.instructions or None,
+            audio=AudioFormat(input_rate=AUDIO_RATE, output_rate=AUDIO_RATE),
+            metadata={"client": "openai-realtime"},
+        )
+        self.session = await self._start_session(start, self.outbound)
+        return self.session
+
+    # Client → session --------------------------------------------------------------------------
+
+    async def on_client_text(self, frame: str | bytes) -> None:
+        """One GA client event; every refusal is an ``error`` event and changes nothing."""
+        try:
+            event = cw.decode_client_event(frame)
+            await self._handle(event)
+        except CompatError as error:
+            await self._emit([self.translator.error_event(error)])
+        except StartRefused as refused:  # no upstream: the client is told, then the socket ends
+            failure = CompatError(
+                str(refused.event.code), refused.event.message, error_type="server_error"
+            )
+            await self._emit([self.translator.error_event(failure)])
+            self.end_reason = "error"
+            self.ended.set()
+
+    async def _handle(self, event: cw.ClientEvent) -> None:
+        match event:
+            case cw.InputAudioAppend(audio=audio):
+                session = await self._started()
+                if audio:
+                    self.translator.input_appended(len(audio))
+                    await session.on_client_event(BinaryAudio(pcm=audio))
+            case cw.InputAudioCommit(event_id=event_id):
+                session = await self._started()
+                echoes = self.translator.commit_input(event_id)
+                self._answer_expected = True
+                await self._emit(echoes)
+                await session.on_client_event(AudioCommit(event_id=event_id))
+            case cw.InputAudioClear():
+                session = await self._started()
+                await self._emit(self.translator.clear_input())
+                await session.on_client_event(AudioClear(event_id=event.event_id))
+            case cw.ItemCreate():
+                await self._create_item(event)
+            case cw.ItemDelete():
+                await self._delete_item(event)
+            case cw.ItemRetrieve():
+                await self._emit(self.translator.retrieve_item(event))
+            case cw.ItemTruncate():
+                truncation = self.translator.truncate_item(event)
+                session = await self._started()
+                await session.on_client_event(
+                    AudioPlayback(
+                        response_id=truncation.response_id, played_ms=truncation.played_ms
+                    )
+                )
+                await self._emit(truncation.events)
+            case cw.ResponseCreate():
+                await self._respond(event)
+            case cw.ResponseCancel():
+                self.translator.cancel_target(event)  # refused when nothing is active
+                session = await self._started()
+                await session.on_client_event(ResponseCancel(event_id=event.event_id))
+            case cw.SessionUpdate(session=patch):
+                await self._update(patch, event.event_id)
+            case cw.UnknownEvent():
+                raise event.error()
+
+    async def _create_item(self, event: cw.ItemCreate) -> None:
+        item = event.item
+        if not isinstance(item, UserMessage):
+            raise _unsupported(
+                "this gateway takes user messages only (no system messages, and no "
+                "function_call_output: the gateway runs its own tools)",
+                event.event_id,
+                "item.type",
+            )
+        if any(isinstance(part, InputAudio) for part in item.content):
+            raise _unsupported(
+                "send audio with input_audio_buffer.append, not in a message item",
+                event.event_id,
+                "item.content",
+            )
+        echoes = self.translator.create_item(event)
+        added = echoes[0]["item"]
+        self._pending_text.append((str(added["id"]), item.text))
+        await self._emit(echoes)
+
+    async def _delete_item(self, event: cw.ItemDelete) -> None:
+        pending = [
+            i for i, (item_id, _) in enumerate(self._pending_text) if item_id == event.item_id
+        ]
+        if not pending:
+            raise _unsupported(
+                "the model has already seen this item; the gateway cannot take it back",
+                event.event_id,
+                "item_id",
+            )
+        del self._pending_text[pending[0]]
+        await self._emit(self.translator.delete_item(event))
+
+    async def _respond(self, event: cw.ResponseCreate) -> None:
+        self.translator.request_response(event)
+        if self._pending_text:
+            text = "\n".join(text for _, text in self._pending_text)
+            self._pending_text.clear()
+            self._answer_expected = False
+            session = await self._started()
+            await session.on_client_event(TextSend(text=text, event_id=event.event_id))
+        elif self._answer_expected:
+            self._answer_expected = False  # the commit's answer is on its way: this is it
+        else:
+            raise _unsupported(
+                "response.create needs a user message first (conversation.item.create) or "
+                "committed audio; this gateway does not start a response on its own",
+                event.event_id,
+            )
+
+    async def _update(self, patch: SessionPatch, event_id: str | None) -> None:
+        if patch.tools:
+            raise _unsupported(
+                "tools declared by the client are not run through this gateway yet; the "
+                "gateway offers its own tools to the model",
+                event_id,
+                "session.tools",
+            )
+        session = self.session
+        view = self.view.apply(patch)
+        if session is not None:
+            if patch.voice is not None and view.voice != self.view.voice:
+                raise _unsupported(
+                    "the voice cannot change once the session has started", event_id, "voice"
+                )
+            mode = None
+            if patch.modality is not None and view.modality != self.view.modality:
+                mode = Mode.TEXT if view.modality == "text" else Mode.VOICE
+            if mode is not None or patch.instructions is not None:
+                await session.on_client_event(
+                    SessionUpdate(mode=mode, instructions=patch.instructions, event_id=event_id)
+                )
+        self.view = view
+        await self._emit(self.translator.session_updated(view))
+
+    # Session → client --------------------------------------------------------------------------
+
+    async def _on_session_text(self, text: str) -> None:
+        event: dict[str, Any] = orjson.loads(text)
+        if event.get("type") == "session.ended":
+            self.end_reason = str(event.get("reason"))
+        await self._emit(self.translator.on_event(event))
+        if self.end_reason is not None:
+            self.ended.set()
+
+    async def _on_session_audio(self, pcm: bytes) -> None:
+        await self._emit(self.translator.on_audio(pcm))
+
+    async def _emit(self, events: list[ServerEvent]) -> None:
+        for event in events:
+            await self._send(orjson.dumps(event).decode())

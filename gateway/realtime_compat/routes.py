@@ -1,0 +1,131 @@
+"""``GET /v1/realtime?model=…``: the OpenAI-Realtime-compatible endpoint (GA protocol).
+
+Auth is the gateway's own, with the same checks as ``/v1/session`` (origin, draining, session
+limit, the JWT): the token comes as ``Authorization: Bearer …`` (what the OpenAI SDKs send as
+their API key) or, from a browser, in the ``openai-insecure-api-key.<token>`` subprotocol; the
+socket then speaks the ``realtime`` subprotocol. ``model`` picks the upstream: ``gpt-…`` OpenAI
+Realtime, ``gemini-…`` Gemini Live, ``local`` the embedded model; anything else the gateway's
+default provider (the name goes to it as its model). ``?gateway_tools=show`` shows the calls the
+gateway runs itself as conversation items (``translate``); by default the client never sees them.
+
+The socket reads GA events until the client closes it or the session ends; the close code says
+why (``server_wire.close_code``). A client mistake is an ``error`` event, never a close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import structlog
+from aiohttp import WSMsgType, web
+
+from gateway.admission import Admission, json_error
+from gateway.config import Settings
+from gateway.protocol import Provider, SessionStart
+from gateway.realtime_compat.bridge import CompatBridge
+from gateway.realtime_compat.server_wire import close_code
+from gateway.session import Outbound, Session, SessionUser
+from gateway.session.manager import SessionManager
+
+__all__ = ["RealtimeCompatRoutes", "provider_for_model"]
+
+_log = structlog.get_logger("realtime_compat")
+
+SUBPROTOCOL = "realtime"
+KEY_SUBPROTOCOL = "openai-insecure-api-key."
+# A GA client may append up to a few seconds of audio in one event (base64 JSON).
+MAX_CLIENT_EVENT = 2 * 1024 * 1024
+
+
+def provider_for_model(model: str) -> Provider | None:
+    """The upstream a model name asks for; None: the gateway's default provider."""
+    name = model.lower()
+    if name.startswith("gpt-"):
+        return Provider.OPENAI
+    if name.startswith("gemini-"):
+        return Provider.GEMINI
+    if name == "local":
+        return Provider.LOCAL
+    return None
+
+
+def _token(request: web.Request) -> str | None:
+    header = request.headers.get("Authorization", "")
+    if header.lower().startswith("bearer "):
+        return header[7:].strip() or None
+    for offered in request.headers.get("Sec-WebSocket-Protocol", "").split(","):
+        offered = offered.strip()
+        if offered.startswith(KEY_SUBPROTOCOL):
+            return offered[len(KEY_SUBPROTOCOL) :] or None
+    return None
+
+
+class RealtimeCompatRoutes:
+    def __init__(self, settings: Settings, admission: Admission, manager: SessionManager) -> None:
+        self.settings = settings
+        self.admission = admission
+        self.manager = manager
+
+    async def realtime(self, request: web.Request) -> web.StreamResponse:
+        refused = self.admission.refuse_socket(request)
+        if refused is not None:
+            return refused
+        user = self.admission.user_from_token(_token(request))
+        if isinstance(user, str):
+            return json_error(401, "unauthorized", user)
+        model = request.query.get("model", "").strip()
+        if not model:
+            return json_error(400, "bad_request", "name the model: /v1/realtime?model=…")
+        ws = web.WebSocketResponse(
+            protocols=(SUBPROTOCOL,),
+            max_msg_size=MAX_CLIENT_EVENT,
+            compress=False,
+            heartbeat=self.settings.client_keepalive_s,
+        )
+        await ws.prepare(request)
+        await self._serve(ws, user, model, show_tools=request.query.get("gateway_tools") == "show")
+        return ws
+
+    async def _serve(
+        self, ws: web.WebSocketResponse, user: SessionUser, model: str, *, show_tools: bool
+    ) -> None:
+        manager = self.manager
+
+        async def start_session(start: SessionStart, outbound: Outbound) -> Session:
+            session = await manager.start(start, user, outbound)
+            session.movable = False  # GA clients know no session.moving: it ends with the socket
+            return session
+
+        bridge = CompatBridge(
+            ws.send_str,
+            model=model,
+            provider=provider_for_model(model),
+            start_session=start_session,
+            max_audio_frames=self.settings.outbound_audio_frames,
+            show_tools=show_tools,
+        )
+        reason = "client"
+        try:
+            await bridge.open()
+            reader = asyncio.create_task(self._read(ws, bridge))
+            ended = asyncio.create_task(bridge.ended.wait())
+            try:
+                await asyncio.wait([reader, ended], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                reader.cancel()
+                ended.cancel()
+            reason = bridge.end_reason or reason
+        except Exception:
+            _log.exception("realtime_compat_failed")
+            reason = "error"
+        finally:
+            await bridge.close()
+            if bridge.session is not None:
+                await manager.forget(bridge.session)
+            if not ws.closed:
+                await ws.close(code=close_code(reason))
+
+    async def _read(self, ws: web.WebSocketResponse, bridge: CompatBridge) -> None:
+        async for message in ws:
+            if message.type in (WSMsgType.TEXT, WSMsgType.BINARY):
+                await bridge.on_client_text(message.data)
