@@ -69,23 +69,10 @@ from fakes.openai_realtime.wire import (
     invalid_value,
     missing_parameter,
 )
+from gateway.realtime_compat.client_wire import CLIENT_EVENT_TYPES
 from transports.local.brain import FAIL_MESSAGE, Fail, LocalBrain, ToolCall, utterance_transcript
 
 __all__ = ["CLIENT_EVENT_TYPES", "FakeOptions", "FakeSession", "expiry_message"]
-
-CLIENT_EVENT_TYPES = (
-    "session.update",
-    "input_audio_buffer.append",
-    "input_audio_buffer.commit",
-    "input_audio_buffer.clear",
-    "conversation.item.create",
-    "conversation.item.truncate",
-    "conversation.item.delete",
-    "conversation.item.retrieve",
-    "response.create",
-    "response.cancel",
-    "output_audio_buffer.clear",
-)
 
 
 @dataclass(frozen=True, slots=True)

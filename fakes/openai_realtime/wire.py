@@ -27,6 +27,9 @@ from typing import Any
 
 from fakes.close import Close
 
+# The API's wording, shared with the gateway's OpenAI-compatible endpoint (one copy of it).
+from gateway.realtime_compat.errors import json_type_name, quoted_list
+
 __all__ = [
     "Action",
     "Begin",
@@ -78,30 +81,6 @@ class ClientError(Exception):
         }
 
 
-def _quoted_list(values: Iterable[str]) -> str:
-    quoted = [f"'{value}'" for value in values]
-    if len(quoted) <= 2:
-        return " and ".join(quoted)
-    return ", ".join(quoted[:-1]) + ", and " + quoted[-1]
-
-
-def json_type_name(value: Any) -> str:
-    """The JSON type name the API uses in ``invalid_type`` messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "decimal"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
 def missing_parameter(param: str) -> ClientError:
     return ClientError(
         "missing_required_parameter", f"Missing required parameter: '{param}'.", param
@@ -126,7 +105,7 @@ def invalid_value(param: str, value: Any, supported: Iterable[str] | None = None
     shown = value if isinstance(value, str) else repr(value)
     message = f"Invalid value: '{shown}'."
     if supported is not None:
-        message += f" Supported values are: {_quoted_list(supported)}."
+        message += f" Supported values are: {quoted_list(supported)}."
     return ClientError("invalid_value", message, param)
 
 
