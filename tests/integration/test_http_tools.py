@@ -34,7 +34,8 @@ from gateway.toolrun import (
 REPO = Path(__file__).resolve().parents[2]
 TODAY = date(2030, 1, 7)
 SERVICE_TOKEN = "care-service-token-0123456789"
-ALICE = token("alice")
+# Minted at import: it must outlive a whole suite run (harness tokens live 300 s by default).
+ALICE = token("alice", ttl=6 * 3600)
 
 
 def _variant(root: Path, name: str, source: str, http: dict[str, Any], **changes: Any) -> None:
