@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import signal
+import threading
 from collections.abc import Callable
 
 import structlog
@@ -126,7 +127,10 @@ async def serve(settings: Settings) -> None:
     # The resampler's matrix products are small: BLAS threads only add hand-offs between
     # cores (twice the CPU per chunk, measured pinned) to a process that is one event loop.
     threadpool_limits(limits=1, user_api="blas")
-    design_resamplers(ALLOWED_SAMPLE_RATES)  # ~0.1 s now, not 10 ms in a session's start
+    # The filters (scipy's import and 0.1 s of design) on a thread, not in a session's start.
+    threading.Thread(
+        target=design_resamplers, args=(ALLOWED_SAMPLE_RATES,), name="resamplers", daemon=True
+    ).start()
     tune_gc()
     _log.info(
         "gateway_listening",

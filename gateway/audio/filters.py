@@ -34,7 +34,9 @@ the spec on a dense grid and lengthened until it meets it. For rate pairs whose 
 so high that the prototype would be thousands of taps long (none of the gateway's: its rates
 share 48 kHz), a Kaiser window (``firwin``, closed form) stands in for ``remez``, which would be
 slow there. Designed once per (in, out, quality) and cached for the process: about 10 ms for
-each of the gateway's pairs (0.3 s for 44.1→48 kHz, 2 s for 44.1→16 kHz).
+each of the gateway's pairs (0.3 s for 44.1→48 kHz, 2 s for 44.1→16 kHz). ``scipy.signal`` is
+imported at the first design, not with this module: it takes most of a second, which a process
+that never resamples should not pay (``gateway serve`` designs its pairs on a thread at start).
 """
 
 from __future__ import annotations
@@ -46,7 +48,6 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
-from scipy import signal
 
 __all__ = [
     "ATTENUATION_DB",
@@ -172,6 +173,8 @@ def _minimum_phase_lowpass(
     rate: int, passband: float, stopband: float, attenuation_db: float
 ) -> npt.NDArray[np.float64]:
     """The shortest minimum-phase lowpass found that meets the spec at ``rate`` Hz."""
+    from scipy import signal  # slow to import: see the module docstring
+
     # Equiripple about the mean gain, to half the spec: normalising to DC can double it.
     ripple = 10 ** (PASSBAND_RIPPLE_DB / 2 / 20) - 1  # passband deviation, linear
     leak = 10 ** (-attenuation_db / 20)  # stopband deviation, linear
@@ -207,6 +210,8 @@ def _meets_spec(
     attenuation_db: float,
 ) -> bool:
     """Whether ``taps`` (any gain) keep the passband ripple and stopband attenuation."""
+    from scipy import signal  # slow to import: see the module docstring
+
     # A whole number of points makes freqz one FFT, 16 points per tap's worth of spectrum.
     points = 1 << max(13, (16 * len(taps)).bit_length())
     freqs, response = signal.freqz(taps, worN=points, fs=rate)
