@@ -25,14 +25,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
-import gc
 import json
 import os
 import platform
 import signal
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
@@ -45,7 +43,7 @@ from bench.latency_lanes import LaneResult, LaneSpec, run_phase
 from bench.latency_peers import GatewayBrowser, GeminiDirect, OpenAIDirect, TwilioPhone
 from bench.latency_stats import PATHS, UPSTREAMS, render, summarize
 from bench.latency_turns import TurnSchedule
-from bench.relay_procs import CLOCK_TICKS_PER_S, take_snapshot
+from bench.relay_procs import CLOCK_TICKS_PER_S, collector_paused, take_snapshot
 from bench.relay_stats import NOISY_OTHER_CORES, cpu_usage
 from bench.relay_targets import direct_url
 
@@ -143,19 +141,6 @@ def _record(result: LaneResult, warmup: int) -> dict[str, Any]:
     }
 
 
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """No garbage-collection pause in the clients while they measure (a phase is bounded)."""
-    gc.collect()
-    gc.freeze()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-        gc.unfreeze()
-
-
 def _run_upstream(upstream: str, plan: LatencyPlan, log_dir: Path) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
         began = time.monotonic()
@@ -171,7 +156,7 @@ def _run_upstream(upstream: str, plan: LatencyPlan, log_dir: Path) -> dict[str, 
         )
         pids = {"gateway": phase.gateway.pid, "fake": phase.fake.pid, "clients": os.getpid()}
         before = take_snapshot(pids)
-        with _collector_paused():
+        with collector_paused():
             results = asyncio.run(run_phase(specs, schedule))
         usage = cpu_usage(before, take_snapshot(pids), CLOCK_TICKS_PER_S)
         phase.check()

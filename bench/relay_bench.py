@@ -26,14 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import json
 import os
 import signal
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -43,6 +41,7 @@ from bench.relay_procs import (
     CLOCK_TICKS_PER_S,
     ChildProcess,
     CorePlan,
+    collector_paused,
     gateway_env_gemini,
     gateway_env_openai,
     pin_process,
@@ -203,19 +202,6 @@ def _place(setup: _Setup, cores: CorePlan | None, target: Target) -> None:
         pin_process(setup.fake.pid, cores.relay_core if target == "direct" else cores.load_core)
 
 
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """No garbage-collection pause in the load generator while it measures (a run is bounded)."""
-    gc.collect()
-    gc.freeze()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-        gc.unfreeze()
-
-
 async def _matrix(
     setup: _Setup,
     cores: CorePlan | None,
@@ -238,7 +224,7 @@ async def _matrix(
                 _place(setup, cores, target)
                 plan = setup.plan(target, sessions, fps, seconds, WARMUP_FRAMES)
                 counters = read_counters(setup.gateway_http)
-                with _collector_paused():
+                with collector_paused():
                     result = await run_load(plan, snapshot)
                 record = _record(target, sessions, rep, result)
                 # the gateway's own account, warm-up included (all zero for direct)

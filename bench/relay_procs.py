@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import os
 import signal
 import socket
@@ -17,7 +18,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,7 @@ __all__ = [
     "CLOCK_TICKS_PER_S",
     "ChildProcess",
     "CorePlan",
+    "collector_paused",
     "free_port",
     "gateway_env_gemini",
     "gateway_env_openai",
@@ -299,3 +301,16 @@ def read_counters(base_url: str, timeout_s: float = 5.0) -> dict[str, float]:
     with urllib.request.urlopen(f"{base_url}/metrics", timeout=timeout_s) as response:
         text: str = response.read().decode()
     return parse_counters(text)
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """No garbage-collection pause in this process while it measures (a phase is bounded)."""
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.unfreeze()
