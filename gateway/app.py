@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import signal
-import threading
 from collections.abc import Callable
 
 import structlog
@@ -102,6 +101,12 @@ def build_store(
 
 
 async def serve(settings: Settings) -> None:
+    # The resampler's matrix products are small: BLAS threads only add hand-offs between
+    # cores (twice the CPU per chunk, measured pinned) to a process that is one event loop.
+    threadpool_limits(limits=1, user_api="blas")
+    # Before serving (scipy's import and 0.1 s of design): not in a session's start, where the
+    # event loop would stall every session, nor on a thread racing the first sessions.
+    design_resamplers(ALLOWED_SAMPLE_RATES)
     server = build_server(settings)
     # Sessions are ended by drain(); what is left (sockets that never started) gets little time.
     runner = server.runner()
@@ -124,13 +129,6 @@ async def serve(settings: Settings) -> None:
         _log.info("metrics_listening", host=metrics_host, port=settings.metrics_port)
     warn_about_exposure(settings)
     warm_up_upstreams(settings)
-    # The resampler's matrix products are small: BLAS threads only add hand-offs between
-    # cores (twice the CPU per chunk, measured pinned) to a process that is one event loop.
-    threadpool_limits(limits=1, user_api="blas")
-    # The filters (scipy's import and 0.1 s of design) on a thread, not in a session's start.
-    threading.Thread(
-        target=design_resamplers, args=(ALLOWED_SAMPLE_RATES,), name="resamplers", daemon=True
-    ).start()
     tune_gc()
     _log.info(
         "gateway_listening",

@@ -35,8 +35,9 @@ so high that the prototype would be thousands of taps long (none of the gateway'
 share 48 kHz), a Kaiser window (``firwin``, closed form) stands in for ``remez``, which would be
 slow there. Designed once per (in, out, quality) and cached for the process: about 10 ms for
 each of the gateway's pairs (0.3 s for 44.1→48 kHz, 2 s for 44.1→16 kHz). ``scipy.signal`` is
-imported at the first design, not with this module: it takes most of a second, which a process
-that never resamples should not pay (``gateway serve`` designs its pairs on a thread at start).
+imported at the first design, not with this module: it takes most of a second (and about 70 MB),
+which a process that never resamples (a test, a tool) should not pay; ``gateway serve`` designs
+its pairs before it listens.
 """
 
 from __future__ import annotations
