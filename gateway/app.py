@@ -104,8 +104,7 @@ async def serve(settings: Settings) -> None:
     # The resampler's matrix products are small: BLAS threads only add hand-offs between
     # cores (twice the CPU per chunk, measured pinned) to a process that is one event loop.
     threadpool_limits(limits=1, user_api="blas")
-    # Before serving (scipy's import and 0.1 s of design): not in a session's start, where the
-    # event loop would stall every session, nor on a thread racing the first sessions.
+    # The resamplers' matrices from the shipped designs, before serving, not in a session's start.
     design_resamplers(ALLOWED_SAMPLE_RATES)
     server = build_server(settings)
     # Sessions are ended by drain(); what is left (sockets that never started) gets little time.

@@ -35,16 +35,20 @@ so high that the prototype would be thousands of taps long (none of the gateway'
 share 48 kHz), a Kaiser window (``firwin``, closed form) stands in for ``remez``, which would be
 slow there. Designed once per (in, out, quality) and cached for the process: about 10 ms for
 each of the gateway's pairs (0.3 s for 44.1→48 kHz, 2 s for 44.1→16 kHz). ``scipy.signal`` is
-imported at the first design, not with this module: it takes most of a second (and about 70 MB),
-which a process that never resamples (a test, a tool) should not pay; ``gateway serve`` designs
-its pairs before it listens.
+imported only to design a filter that is not shipped: it takes most of a second and about 70 MB.
+The default quality's filters for every pair of the protocol's rates are designed ahead and
+shipped in ``filter_bank.json`` (``python -m gateway.audio.filter_bank`` writes it; a test checks it
+against a fresh design), so ``gateway serve`` starts without scipy.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -52,6 +56,7 @@ import numpy.typing as npt
 
 __all__ = [
     "ATTENUATION_DB",
+    "BANK_PATH",
     "DEFAULT_QUALITY",
     "PASSBAND",
     "PASSBAND_RIPPLE_DB",
@@ -59,7 +64,13 @@ __all__ = [
     "PolyphaseFilter",
     "ResampleQuality",
     "design",
+    "write_bank",
 ]
+
+BANK_PATH = Path(__file__).with_name("filter_bank.json")
+"""The default quality's filters for every pair of the protocol's rates, designed ahead
+(``write_bank``), so that ``gateway serve`` needs neither scipy's import nor a design to start;
+a test checks them against a fresh design."""
 
 ResampleQuality = Literal["LQ", "MQ", "HQ"]
 """Stopband attenuation presets (``ATTENUATION_DB``); passband and delay are about the same."""
@@ -146,7 +157,12 @@ def _design(in_rate: int, out_rate: int, quality: ResampleQuality) -> PolyphaseF
     common = up * in_rate
     nyquist = min(in_rate, out_rate) / 2
     passband, stopband = PASSBAND * nyquist, STOPBAND * nyquist
-    taps = _minimum_phase_lowpass(common, passband, stopband, attenuation)
+    shipped = _shipped().get(_bank_key(in_rate, out_rate, quality))
+    taps = (
+        np.array(shipped, dtype=np.float64)
+        if shipped is not None
+        else _minimum_phase_lowpass(common, passband, stopband, attenuation)
+    )
     taps *= up / taps.sum()  # DC gain L: after the zeros, each output phase has gain 1
     taps.setflags(write=False)
     phase_taps = -(-len(taps) // up)
@@ -221,6 +237,40 @@ def _meets_spec(
         np.abs(gain_db[freqs <= passband]).max() <= PASSBAND_RIPPLE_DB
         and gain_db[freqs >= stopband].max() <= -attenuation_db
     )
+
+
+def _bank_key(in_rate: int, out_rate: int, quality: ResampleQuality) -> str:
+    return f"{in_rate}>{out_rate}:{quality}"
+
+
+@functools.cache
+def _shipped() -> dict[str, list[float]]:
+    """The designs shipped with the package (``filter_bank.json``), by ``_bank_key``."""
+    raw = json.loads(BANK_PATH.read_text(encoding="utf-8"))
+    filters: dict[str, list[float]] = raw["filters"]
+    return filters
+
+
+def write_bank(rates: Iterable[int], path: Path = BANK_PATH) -> None:
+    """Design every pair of ``rates`` at the default quality and write them to ``path`` (the
+    prototypes, before their DC gain is set). ``python -m gateway.audio.filter_bank`` runs it."""
+    chosen = sorted(set(rates))
+    filters: dict[str, list[float]] = {}
+    for in_rate in chosen:
+        for out_rate in chosen:
+            if in_rate == out_rate:
+                continue
+            g = math.gcd(in_rate, out_rate)
+            nyquist = min(in_rate, out_rate) / 2
+            taps = _minimum_phase_lowpass(
+                out_rate // g * in_rate,
+                PASSBAND * nyquist,
+                STOPBAND * nyquist,
+                ATTENUATION_DB[DEFAULT_QUALITY],
+            )
+            filters[_bank_key(in_rate, out_rate, DEFAULT_QUALITY)] = [float(t) for t in taps]
+    body = {"passband": PASSBAND, "stopband": STOPBAND, "filters": filters}
+    path.write_text(json.dumps(body, indent=0) + "\n", encoding="utf-8")
 
 
 def _block_matrix(
