@@ -262,9 +262,7 @@ class ClientEvents:
             if tail:
                 await self._transport.send_audio(tail)
         profile.input_rate = event.input_rate
-        self._in = AudioConverter(
-            profile.encoding, profile.input_rate, capabilities.encoding, capabilities.input_rate
-        )
+        self.upstream_ready(capabilities)  # the converter from the new rate
         self._host.boundary()  # a resume keeps the new rate
         return True
 

@@ -50,13 +50,14 @@ class HoldingCues:
         calls: Sequence[ToolCall],
         *,
         voice: bool,
+        soft_limit_ms: int,
         track: Callable[[Coroutine[Any, Any, None]], None],
     ) -> asyncio.TimerHandle | None:
-        """At the mode's soft limit, tell and cue (``track`` runs it as tool work); cancel the
-        returned timer when the calls end first. A timer, not a task: most calls end in time."""
+        """At ``soft_limit_ms`` (the mode's), tell and cue (``track`` runs it as tool work);
+        cancel the returned timer when the calls end first. A timer, not a task: most calls end
+        in time."""
         if not calls:
             return None
-        soft_limit_ms = self._w.host.call_policy().budget.soft_limit_ms
         started = self._w.clock.monotonic()
         loop = asyncio.get_running_loop()
         return loop.call_later(

@@ -248,11 +248,13 @@ class ToolFlow:
             # The owner closes it at expiry (the book decides); the key only outlives that.
             ttl_s = (pending.expires_at - now).total_seconds() + CONFIRMATION_KEY_MARGIN_S
             await w.ownership.open_confirmation(pending.confirmation_id, ttl_s)
-        background = self.background
-        executed = [
-            e.call.call_id for e in executions if not background.is_background(e.call.tool_id)
-        ]
-        acknowledged = await self._execute(executions, outcomes) if executions else {}
+        in_background = {
+            e.call.call_id for e in executions if self.background.is_background(e.call.tool_id)
+        }
+        executed = [e.call.call_id for e in executions if e.call.call_id not in in_background]
+        acknowledged = (
+            await self._execute(executions, outcomes, in_background, policy) if executions else {}
+        )
         for pending in opened:
             self.approvals.requested(pending)
         allowed = await w.ownership.deliver(executed)  # each result reaches the model once
@@ -289,7 +291,11 @@ class ToolFlow:
         )
 
     async def _execute(
-        self, executions: list[Execute], outcomes: dict[str, CallOutcome]
+        self,
+        executions: list[Execute],
+        outcomes: dict[str, CallOutcome],
+        in_background: set[str],
+        policy: CallPolicy,
     ) -> dict[str, ToolResult]:
         """Run what the ledger says has not run (anywhere); take the results of the others from
         it; record every result in it. Background calls go on beside the session: their
@@ -302,7 +308,7 @@ class ToolFlow:
         waited: list[Execute] = []
         for execution in executions:
             call = execution.call
-            if not self.background.is_background(call.tool_id):
+            if call.call_id not in in_background:
                 waited.append(execution)
                 continue
             acknowledged[call.call_id] = self.background.acknowledge(call)
@@ -316,8 +322,12 @@ class ToolFlow:
                 )
         executions = waited
         fresh = [e for e in executions if known.get(e.call.call_id) is None]
-        voice = w.host.caller().mode == "voice"
-        holding = self._holding.watch([e.call for e in fresh], voice=voice, track=self.track)
+        holding = self._holding.watch(
+            [e.call for e in fresh],
+            voice=policy.mode == "voice",
+            soft_limit_ms=policy.budget.soft_limit_ms,
+            track=self.track,
+        )
         try:
             ran = await w.runner.run_batch(
                 [e.call for e in fresh],
