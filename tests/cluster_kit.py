@@ -24,7 +24,7 @@ from harness import Client, ConnectionClosed
 from process_kit import REPO, GatewayProcess, build_registry_file, gateway_process
 from redis_kit import RedisServer, unique_prefix
 
-__all__ = ["Cluster", "cluster", "connect", "drop", "resume"]
+__all__ = ["Cluster", "cluster", "connect", "drop", "resume", "resumed_on"]
 
 CLUSTER_TOOLS = REPO / "tests" / "fixtures" / "cluster_tools"
 LEASE_TTL_S = 1.5
@@ -95,6 +95,17 @@ async def cluster(redis: RedisServer, tmp: Path, **settings: str) -> AsyncIterat
 async def connect(group: Cluster, node: GatewayProcess, **headers: str) -> Client:
     ws = await group.http.ws_connect(node.ws_url, headers=headers, max_msg_size=0)
     return Client(ws)
+
+
+async def resumed_on(
+    group: Cluster, node: GatewayProcess, started: dict[str, Any], *, mode: str = "text"
+) -> tuple[Client, dict[str, Any]]:
+    """A new socket to ``node`` that resumes the session of ``started``: the client and its
+    ``session.started`` (anything else fails the test)."""
+    client = await connect(group, node)
+    answer = await resume(client, started, mode=mode)
+    assert answer["type"] == "session.started", answer
+    return client, answer
 
 
 async def drop(client: Client) -> None:

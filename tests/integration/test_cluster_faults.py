@@ -10,7 +10,7 @@ import signal
 import time
 from typing import Any
 
-from cluster_kit import LEASE_TTL_S, Cluster, connect, drop, resume
+from cluster_kit import LEASE_TTL_S, Cluster, connect, drop, resume, resumed_on
 from harness import Client
 from process_kit import wait_ready
 from redis_kit import RedisServer
@@ -51,9 +51,7 @@ async def test_a_killed_node_s_session_resumes_elsewhere_and_the_lost_turn_is_na
     await a.wait()
     await drop(client)
 
-    again = await connect(on_openai, b)
-    answer = await resume(again, started)
-    assert answer["type"] == "session.started", answer
+    again, answer = await resumed_on(on_openai, b, started)
     assert answer["recovery"] == {
         "reason": "node_lost",
         "lost_turn": {"text": asked},
@@ -84,9 +82,7 @@ async def test_a_paused_node_cannot_act_for_a_session_that_moved(
     paused_at = time.monotonic()
     await drop(client)
 
-    again = await connect(on_openai, b)
-    answer = await resume(again, started)
-    assert answer["type"] == "session.started", answer
+    again, answer = await resumed_on(on_openai, b, started)
     # Taken once a's heartbeat expired (a paused node looks dead): a recovery.
     assert time.monotonic() - paused_at < 3 * LEASE_TTL_S
     assert answer["recovery"]["failed_calls"] == [call_id]
@@ -202,9 +198,7 @@ async def test_live_sessions_outlive_a_redis_restart(
     await wait_ready(a.url)
     await client.say("after the restart")  # a boundary: the record is written again
     await drop(client)
-    again = await connect(on_openai, b)
-    answer = await resume(again, started)
-    assert answer["type"] == "session.started", answer
+    again, _ = await resumed_on(on_openai, b, started)
     assert (await again.say("resumed"))[-1]["text"] == "You said: resumed"
     async with on_openai.http.get(f"{a.url}/metrics") as response:
         text = await response.text()
@@ -223,9 +217,7 @@ async def test_a_session_resumes_after_a_redis_restart_without_a_new_turn(
     await redis_server.restart(down_for_s=LEASE_TTL_S)
     await wait_ready(a.url)
     await drop(client)
-    again = await connect(on_openai, b)
-    answer = await resume(again, started)
-    assert answer["type"] == "session.started", answer
+    again, _ = await resumed_on(on_openai, b, started)
     await again.ws.close()
 
 

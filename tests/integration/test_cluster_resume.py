@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cluster_kit import Cluster, cluster, connect, drop, resume
+from cluster_kit import Cluster, cluster, connect, drop, resume, resumed_on
 from harness import speak
 from redis_kit import RedisServer
 
@@ -29,9 +29,7 @@ async def test_a_text_session_resumes_on_another_node_with_its_history(
     ] == "You said: remember the blue door"
     await drop(client)
 
-    again = await connect(on_openai, b)
-    answer = await resume(again, started)
-    assert answer["type"] == "session.started", answer
+    again, answer = await resumed_on(on_openai, b, started)
     assert answer["resumed"] is True
     assert answer["session_id"] == started["session_id"]
     assert "recovery" not in answer  # node a is alive: nothing was lost
@@ -57,9 +55,7 @@ async def test_a_voice_session_resumes_on_another_node(
     await client.until("response.done")
     await drop(client)
 
-    again = await connect(on_openai, b)
-    answer = await resume(again, started, mode="voice")
-    assert answer["type"] == "session.started", answer
+    again, _ = await resumed_on(on_openai, b, started, mode="voice")
     await speak(again, 300, 24000)
     second = await again.last("transcript.done", role="user")
     done = await again.last("response.done")

@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from harness import GatewayFactory, token
+from harness import Gateway, GatewayFactory, token
 
 agents_realtime = pytest.importorskip(
     "agents.realtime", reason="Agents SDK test skipped: openai-agents is not installed (dev extra)"
@@ -27,6 +27,17 @@ async def _history_until(session: Any, done: Any) -> list[Any]:
     raise AssertionError(f"the session ended first: {[e.type for e in events]}")
 
 
+async def agent_session(gateway: Gateway) -> Any:
+    """A text-mode ``RealtimeAgent`` with no tools of its own, its model at the gateway."""
+    agent = agents_realtime.RealtimeAgent(name="Assistant", instructions="Be brief.")
+    runner = agents_realtime.RealtimeRunner(
+        starting_agent=agent,
+        config={"model_settings": {"model_name": "local", "output_modalities": ["text"]}},
+    )
+    url = gateway.url.replace("http://", "ws://") + "/v1/realtime?model=local"
+    return await runner.run(model_config={"url": url, "api_key": token("agent-user")})
+
+
 def _assistant_texts(event: Any) -> list[str]:
     texts: list[str] = []
     for item in getattr(event, "history", []):
@@ -41,14 +52,7 @@ def _assistant_texts(event: Any) -> list[str]:
 
 async def test_a_realtime_agent_talks_through_the_gateway(gateway_factory: GatewayFactory) -> None:
     gateway = await gateway_factory()
-    agent = agents_realtime.RealtimeAgent(name="Assistant", instructions="Be brief.")
-    runner = agents_realtime.RealtimeRunner(
-        starting_agent=agent,
-        config={"model_settings": {"model_name": "local", "output_modalities": ["text"]}},
-    )
-    url = gateway.url.replace("http://", "ws://") + "/v1/realtime?model=local"
-    session = await runner.run(model_config={"url": url, "api_key": token("agent-user")})
-    async with session:
+    async with await agent_session(gateway) as session:
         await session.send_message("hello agent")
         events = await _history_until(
             session,
@@ -63,14 +67,7 @@ async def test_a_realtime_agent_talks_through_the_gateway(gateway_factory: Gatew
 
 async def test_the_gateways_tools_answer_the_agent(gateway_factory: GatewayFactory) -> None:
     gateway = await gateway_factory()
-    agent = agents_realtime.RealtimeAgent(name="Assistant", instructions="Be brief.")
-    runner = agents_realtime.RealtimeRunner(
-        starting_agent=agent,
-        config={"model_settings": {"model_name": "local", "output_modalities": ["text"]}},
-    )
-    url = gateway.url.replace("http://", "ws://") + "/v1/realtime?model=local"
-    session = await runner.run(model_config={"url": url, "api_key": token("agent-user")})
-    async with session:
+    async with await agent_session(gateway) as session:
         await session.send_message("/tool get_current_time {}")
         events = await _history_until(
             session,
