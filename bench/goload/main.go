@@ -30,8 +30,9 @@ const defaultStart = `{"type":"session.start","mode":"voice",` +
 const usage = `usage:
   goload pingpong -url URL -proto openai|gateway|pcm -n N [common flags]
   goload load     -url URL -proto openai|gateway|pcm -c SESSIONS -rate FPS -dur SECONDS [common flags]
-common flags: -header 'Name: value' (repeatable) -start JSON -frame-bytes 960 -out-frame-bytes 0
-  -match stamp|bytes -warmup 100 -grace 2s -deflate -connect-concurrency 20 -timeout 120s`
+common flags: -header 'Name: value' (repeatable) -start JSON -session-update JSON -frame-bytes 960
+  -out-frame-bytes 0 -match stamp|bytes -warmup 100 -grace 2s -deflate -connect-concurrency 20
+  -timeout 120s`
 
 // config is the parsed command line.
 type config struct {
@@ -44,6 +45,7 @@ type config struct {
 	durationS          float64 // load: measured seconds per session
 	headers            http.Header
 	start              string
+	sessionUpdate      string // openai: sent after session.created, session.updated awaited
 	frameBytes         int
 	outFrameBytes      int
 	match              string // "stamp" or "bytes"
@@ -106,6 +108,8 @@ func parseConfig(args []string) (*config, error) {
 	flags.Float64Var(&cfg.durationS, "dur", 0, "load: measured seconds")
 	flags.Var(&headerFlags{cfg.headers}, "header", "'Name: value' on the upgrade (repeatable)")
 	flags.StringVar(&cfg.start, "start", defaultStart, "gateway: the session.start event")
+	flags.StringVar(&cfg.sessionUpdate, "session-update", "",
+		"openai: a session.update sent after session.created (session.updated awaited)")
 	flags.IntVar(&cfg.frameBytes, "frame-bytes", 960, "bytes of PCM16 per frame sent")
 	flags.IntVar(&cfg.outFrameBytes, "out-frame-bytes", 0, "bytes per frame back (0 = same)")
 	flags.StringVar(&cfg.match, "match", "stamp", "stamp | bytes")
@@ -144,6 +148,10 @@ func (cfg *config) validate() error {
 		return errors.New("-warmup, -grace, -timeout and -connect-concurrency must be positive")
 	case cfg.proto == "gateway" && !json.Valid([]byte(cfg.start)):
 		return errors.New("-start is not valid JSON")
+	case cfg.sessionUpdate != "" && cfg.proto != "openai":
+		return errors.New("-session-update goes with -proto openai")
+	case cfg.sessionUpdate != "" && !json.Valid([]byte(cfg.sessionUpdate)):
+		return errors.New("-session-update is not valid JSON")
 	}
 	if cfg.mode == "pingpong" {
 		if cfg.rounds < 1 {

@@ -28,7 +28,7 @@ type wire interface {
 func newWire(cfg *config) wire {
 	switch cfg.proto {
 	case "openai":
-		return openaiWire{}
+		return openaiWire{sessionUpdate: []byte(cfg.sessionUpdate)}
 	case "gateway":
 		return gatewayWire{start: []byte(cfg.start)}
 	default:
@@ -37,7 +37,9 @@ func newWire(cfg *config) wire {
 }
 
 // openaiWire: OpenAI Realtime GA client events, audio back in response.output_audio.delta.
-type openaiWire struct{}
+// With sessionUpdate, the session is configured first (a session.update once session.created
+// has come, then session.updated awaited), as a GA client does before it sends audio.
+type openaiWire struct{ sessionUpdate []byte }
 
 var (
 	appendPrefix = []byte(`{"type":"input_audio_buffer.append","audio":"`)
@@ -46,8 +48,15 @@ var (
 	errorMarker  = []byte(`"error"`)
 )
 
-func (openaiWire) handshake(conn *websocket.Conn, deadline time.Time) error {
-	return awaitEvent(conn, deadline, "session.created")
+func (w openaiWire) handshake(conn *websocket.Conn, deadline time.Time) error {
+	err := awaitEvent(conn, deadline, "session.created")
+	if err != nil || len(w.sessionUpdate) == 0 {
+		return err
+	}
+	if err := conn.WriteMessage(websocket.TextMessage, w.sessionUpdate); err != nil {
+		return err
+	}
+	return awaitEvent(conn, deadline, "session.updated")
 }
 
 func (openaiWire) encode(dst []byte, frame []byte) (int, []byte) {

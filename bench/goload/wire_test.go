@@ -83,3 +83,23 @@ func TestQuantilesInterpolateLikeNumpy(t *testing.T) {
 		t.Errorf("cdf has %d points, last %v", len(points), points[len(points)-1])
 	}
 }
+
+func TestASessionUpdateGoesWithTheOpenAIProtocolOnly(t *testing.T) {
+	update := `{"type":"session.update","session":{"type":"realtime"}}`
+	base := []string{"pingpong", "-url", "ws://h/v1/realtime?model=m", "-n", "1"}
+	cfg, err := parseConfig(append(base, "-proto", "openai", "-session-update", update))
+	if err != nil || cfg.sessionUpdate != update {
+		t.Fatalf("openai with a session.update: %v, %+v", err, cfg)
+	}
+	if w, ok := newWire(cfg).(openaiWire); !ok || string(w.sessionUpdate) != update {
+		t.Errorf("the openai wire does not carry the session.update: %#v", newWire(cfg))
+	}
+	for _, args := range [][]string{
+		append(base, "-proto", "gateway", "-session-update", update),
+		append(base, "-proto", "openai", "-session-update", `{"type":`),
+	} {
+		if _, err := parseConfig(args); err == nil {
+			t.Errorf("parseConfig(%v) accepted it", args)
+		}
+	}
+}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -135,7 +136,8 @@ def test_the_source_digest_changes_with_any_file(tmp_path: Path) -> None:
 
 
 def _echo(connection: ServerConnection) -> None:
-    """``/openai``: the OpenAI Realtime shapes goload needs; anything else: binary echo."""
+    """``/openai``: the OpenAI Realtime shapes goload needs (``/openai-configured``: audio only
+    after a ``session.update``, answered late); anything else: binary echo."""
     path = connection.request.path if connection.request is not None else ""
     try:
         if not path.startswith("/openai"):
@@ -145,9 +147,17 @@ def _echo(connection: ServerConnection) -> None:
             return
         connection.send(json.dumps({"type": "session.created", "session": {"id": "s"}}))
         connection.send(json.dumps({"type": "response.created", "response": {"output": []}}))
+        configured = not path.startswith("/openai-configured")
         for message in connection:
             event = json.loads(message)
-            if event["type"] == "input_audio_buffer.append":
+            if event["type"] == "session.update":
+                time.sleep(0.05)  # audio sent before the answer would be refused below
+                configured = True
+                session = {"id": "s", **event["session"]}
+                connection.send(json.dumps({"type": "session.updated", "session": session}))
+            elif not configured:
+                connection.send(json.dumps({"type": "error", "error": {"code": "early"}}))
+            elif event["type"] == "input_audio_buffer.append":
                 audio = base64.b64decode(event["audio"])
                 delta = base64.b64encode(audio).decode()
                 connection.send(json.dumps({"type": "response.output_audio.delta", "delta": delta}))
@@ -201,6 +211,26 @@ def test_goload_measures_round_trips_through_an_echo(goload: Path, echo_server: 
     assert load.sent == load.received == 150
     assert load.window_s is not None
     assert 0.9 < load.window_s < 1.5
+
+
+def test_goload_configures_an_openai_session_before_its_audio(
+    goload: Path, echo_server: str
+) -> None:
+    update = json.dumps({"type": "session.update", "session": {"type": "realtime"}})
+    args = ["pingpong", "-url", f"{echo_server}/openai-configured", "-proto", "openai"]
+    args += ["-n", "20", "-warmup", "5", "-session-update", update]
+    result = run_goload(
+        goload, args, on_window_start=lambda: None, on_window_end=lambda: None, timeout_s=20
+    )
+    assert result.complete, result.raw
+    assert result.received == 20
+    # without it the same server refuses the audio: the check above is not vacuous
+    unconfigured = [*args[:5], "-n", "3", "-warmup", "0", "-grace", "0.2s"]
+    refused = run_goload(
+        goload, unconfigured, on_window_start=lambda: None, on_window_end=lambda: None, timeout_s=20
+    )
+    assert refused.errors > 0
+    assert refused.received == 0
 
 
 def test_goload_failures_are_clear_errors(goload: Path) -> None:
