@@ -1,7 +1,8 @@
 """The processes of one suite run: the OpenAI fake, the gateway and the peers, placed on cores.
 
-``Fleet.start`` starts what the chosen targets need (one gateway serves the three gateway rows,
-at different ``session.start`` rates), each stopped by the caller's ``ExitStack``. Before each
+``Fleet.start`` starts what the chosen targets need (one gateway serves the gateway rows: three
+on ``/v1/session`` at different ``session.start`` rates, ``gateway_compat`` on ``/v1/realtime``),
+each stopped by the caller's ``ExitStack``. Before each
 run ``place`` pins the relaying process (with its descendants) alone to the relay core and every
 other process, the load generator included, to the load core; for ``direct`` the fake itself is
 the relaying process. With ``pin=False`` nothing is pinned: every process, the load generator
@@ -131,15 +132,15 @@ class Fleet:
             if REDIS_TARGETS.get(key, 1) > 1:
                 assert redis_url is not None
                 _wait_for_nodes(redis_url, f"bench-{key}", REDIS_TARGETS[key], gateway)
-            gateway_urls[key] = http_url.replace("http://", "ws://", 1) + "/v1/session"
+            gateway_urls[key] = http_url.replace("http://", "ws://", 1)
         for target in targets:
             spec = SPECS[target]
             if spec.process == "fake":
                 url = f"{fake_url}/realtime?model={OPENAI_MODEL}"
                 endpoint = Endpoint(spec, url, ["Authorization: Bearer sk-bench"], fake.pid)
-            elif spec.process in gateway_urls:
+            elif spec.process in gateway_urls:  # no token: the bench runs it with auth off
                 pid = fleet.children[spec.process].pid
-                endpoint = Endpoint(spec, gateway_urls[spec.process], [], pid)
+                endpoint = Endpoint(spec, gateway_urls[spec.process] + spec.path, [], pid)
             else:
                 peer = peers[spec.process]
                 endpoint = Endpoint(spec, peer.url, peer.headers, peer.child.pid)

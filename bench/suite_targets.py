@@ -5,7 +5,9 @@ Every target relays the same upstream, the OpenAI Realtime fake in echo mode (ea
 audio). Frames are 20 ms of PCM16; the Go load generator (``bench/goload``, see
 ``bench.goload_runner``) speaks one of three client protocols to reach it:
 
-- ``openai``: OpenAI Realtime events (``direct``, ``floor``, ``litellm``);
+- ``openai``: OpenAI Realtime events (``direct``, ``floor``, ``litellm``, and
+  ``gateway_compat``: this gateway's own ``/v1/realtime``, which first sends a ``session.update``
+  as a GA client does);
 - ``gateway``: our client protocol, ``session.start`` then binary PCM both ways;
 - ``pcm``: raw binary PCM both ways (Pipecat behind a raw serializer).
 
@@ -28,12 +30,14 @@ __all__ = [
     "REDIS_TARGETS",
     "SPECS",
     "TargetSpec",
+    "compat_session_update",
     "gateway_start",
     "load_args",
     "pingpong_args",
 ]
 
 FRAME_MS = 20
+COMPAT_MODEL = "gpt-realtime"  # gateway_compat: a gpt-… model picks the OpenAI upstream
 Proto = Literal["openai", "gateway", "pcm"]
 Match = Literal["stamp", "bytes"]
 
@@ -46,6 +50,17 @@ def gateway_start(input_rate: int, output_rate: int) -> str:
     """Our client protocol's ``session.start`` for a voice session at these rates."""
     audio = {"input_rate": input_rate, "output_rate": output_rate}
     return orjson.dumps({"type": "session.start", "mode": "voice", "audio": audio}).decode()
+
+
+def compat_session_update() -> str:
+    """The ``session.update`` a GA client sends to ``/v1/realtime`` before its audio: PCM16 at
+    24 kHz both ways (the endpoint's only format, so the gateway resamples neither way) and no
+    turn detection (the endpoint shows it back without applying it; the fake in echo mode runs
+    no VAD whatever it is told, and answers every append with its audio, commit or not)."""
+    pcm = {"type": "audio/pcm", "rate": 24000}
+    audio = {"input": {"format": pcm, "turn_detection": None}, "output": {"format": pcm}}
+    session = {"type": "realtime", "output_modalities": ["audio"], "audio": audio}
+    return orjson.dumps({"type": "session.update", "session": session}).decode()
 
 
 @dataclass(frozen=True)
@@ -65,6 +80,8 @@ class TargetSpec:
     held_back_frames: int = 0
     # compression on each hop, as configured (the client hop is also probed at start)
     compression: tuple[tuple[str, str], ...] = ()
+    path: str = "/v1/session"  # on a gateway process: where the client connects
+    session_update: str | None = None  # openai: sent once session.created has come
 
     @property
     def pingpong(self) -> bool:
@@ -150,6 +167,19 @@ SPECS: dict[str, TargetSpec] = {
             ),
         ),
         TargetSpec(
+            "gateway_compat",
+            "openai",
+            "gateway",
+            "ours: /v1/realtime, OpenAI's GA protocol (base64 JSON both ways) to the OpenAI "
+            "upstream; a session.update first",
+            path=f"/v1/realtime?model={COMPAT_MODEL}",
+            session_update=compat_session_update(),
+            compression=(
+                ("client → gateway", "off (aiohttp: compress=False on /v1/realtime)"),
+                ("gateway → fake", "off (the openai SDK's default)"),
+            ),
+        ),
+        TargetSpec(
             "gateway_16k",
             "gateway",
             "gateway",
@@ -223,6 +253,8 @@ def _common_args(spec: TargetSpec, url: str, headers: list[str], warmup: int) ->
         args += ["-header", header]
     if spec.start is not None:
         args += ["-start", spec.start]
+    if spec.session_update is not None:
+        args += ["-session-update", spec.session_update]
     if spec.deflate:
         args.append("-deflate")
     return args

@@ -10,7 +10,7 @@ from bench.__main__ import _with_baseline
 from bench.peers.launch import litellm_config
 from bench.plots import cdf_series, ramp_series
 from bench.suite_capacity import CapacityPlan
-from bench.suite_relay import RelayPlan
+from bench.suite_relay import HIGH_LOAD_TARGETS, RelayPlan
 from bench.suite_report import capacity_table, markdown_table
 from bench.suite_targets import (
     ALL_TARGETS,
@@ -18,6 +18,7 @@ from bench.suite_targets import (
     OPTIONAL_TARGETS,
     REDIS_TARGETS,
     SPECS,
+    compat_session_update,
     gateway_start,
     load_args,
     pingpong_args,
@@ -36,6 +37,7 @@ def test_every_row_of_the_issue_is_a_target_and_direct_comes_first() -> None:
         "pipecat",
         "pipecat_nopace",
         "gateway",
+        "gateway_compat",
         "gateway_16k",
         "gateway_deflate",
     )
@@ -91,6 +93,48 @@ def test_peers_speak_their_own_protocols_with_their_headers() -> None:
     pipecat = pingpong_args(SPECS["pipecat"], "ws://p/ws", [], 10, 1, 60)
     assert (_flag(pipecat, "-proto"), _flag(pipecat, "-match")) == ("pcm", "bytes")
     assert "-deflate" in pingpong_args(SPECS["gateway_deflate"], "ws://g", [], 10, 1, 60)
+
+
+def test_the_compat_row_speaks_openai_to_the_gateway_process_after_a_session_update() -> None:
+    spec = SPECS["gateway_compat"]
+    # the gateway's own process (its CPU is measured), on /v1/realtime with a gpt-… model
+    assert (spec.process, spec.proto) == ("gateway", "openai")
+    assert spec.path == "/v1/realtime?model=gpt-realtime"
+    assert SPECS["gateway"].path == "/v1/session"
+    assert spec.start is None
+    args = load_args(
+        spec,
+        "ws://g" + spec.path,
+        [],
+        sessions=100,
+        fps=50,
+        seconds=5,
+        warmup=50,
+        grace_s=2,
+        timeout_s=60,
+    )
+    assert _flag(args, "-proto") == "openai"
+    assert _flag(args, "-match") == "stamp"  # the deltas are the appended bytes, one per frame
+    assert _flag(args, "-frame-bytes") == _flag(args, "-out-frame-bytes") == "960"
+    assert "-header" not in args  # the bench gateway runs with GATEWAY_AUTH=none
+    update = orjson.loads(_flag(args, "-session-update"))
+    assert update == orjson.loads(compat_session_update())
+    assert update["type"] == "session.update"
+    session = update["session"]
+    assert session["type"] == "realtime"
+    pcm = {"type": "audio/pcm", "rate": 24000}
+    assert session["audio"]["input"]["format"] == session["audio"]["output"]["format"] == pcm
+    assert session["audio"]["input"]["turn_detection"] is None
+    # the other OpenAI rows send none: the fake's defaults are already PCM16 at 24 kHz
+    for peer in ("direct", "floor", "litellm"):
+        assert "-session-update" not in pingpong_args(SPECS[peer], "ws://x", [], 10, 1, 60)
+
+
+def test_the_compat_row_is_compared_with_litellm_at_high_load_but_has_no_ramp() -> None:
+    assert {"gateway_compat", "litellm"} <= set(HIGH_LOAD_TARGETS)
+    runs = RelayPlan(targets=("direct", "litellm", "gateway_compat"), reps=1).runs()
+    assert [r.target for r in runs if r.sessions == 100] == ["litellm", "gateway_compat"]
+    assert "gateway_compat" not in CapacityPlan().targets
 
 
 def test_gateway_start_is_a_voice_session() -> None:
