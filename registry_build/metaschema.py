@@ -15,10 +15,10 @@ from gateway.http_tools.section import (
     HTTP_METHODS,
     MAX_RESPONSE_BYTES_CAP,
 )
+from gateway.registry.format import TOOL_ID_PATTERN
 
 __all__ = ["ENV_NAME_PATTERN", "HTTP_SECTION_SCHEMA", "TOOL_ID_PATTERN", "TOOL_METADATA_SCHEMA"]
 
-TOOL_ID_PATTERN = r"^[a-z][a-z0-9_]{1,63}$"
 ENV_NAME_PATTERN = r"^[A-Z][A-Z0-9_]{0,127}$"
 
 _STRING_LIST: dict[str, Any] = {

@@ -1,7 +1,7 @@
 """What the registry artifact and the gateway agree on, used at build time and at run time: the
-files of a tool folder and their hash (a stale artifact is caught by comparing it), and the
-subset of JSON Schema that Gemini can express (the build refuses the rest; the runtime compiles
-a fast validator for schemas inside it).
+rule for a tool's name, the files of a tool folder and their hash (a stale artifact is caught by
+comparing it), and the subset of JSON Schema that Gemini can express (the build refuses the rest;
+the runtime compiles a fast validator for schemas inside it).
 
 A tool folder always has ``REQUIRED_FILES``; its behaviour comes from exactly one of
 ``handler.py`` (a Python handler) or an ``http`` section in ``schema.json`` (an HTTP tool, run by
@@ -23,10 +23,13 @@ __all__ = [
     "HANDLER_FILE",
     "REQUIRED_FILES",
     "TOOL_FILES",
+    "TOOL_ID_PATTERN",
     "gemini_unsupported_keywords",
     "source_hash",
 ]
 
+# A tool's name, as the registry's tools and the tools a client declares must spell it.
+TOOL_ID_PATTERN = r"^[a-z][a-z0-9_]{1,63}$"
 REQUIRED_FILES = ("schema.json", "doc_summary.md", "doc.md")
 HANDLER_FILE = "handler.py"  # absent from an HTTP tool's folder
 TOOL_FILES = (*REQUIRED_FILES, HANDLER_FILE)
