@@ -1,15 +1,15 @@
 """The processes of one suite run: the OpenAI fake, the gateway and the peers, placed on cores.
 
-``Fleet.start`` starts what the chosen targets need (one gateway serves the gateway rows: three
-on ``/v1/session`` at different ``session.start`` rates, ``gateway_compat`` on ``/v1/realtime``),
-each stopped by the caller's ``ExitStack``. Before each
-run ``place`` pins the relaying process (with its descendants) alone to the relay core and every
-other process, the load generator included, to the load core; for ``direct`` the fake itself is
-the relaying process. With ``pin=False`` nothing is pinned: every process, the load generator
-included, shares every core (``scripts/bench scale``'s workers comparison). The rows on Redis
-(``gateway_redis``, ``gateway_w2``) share one ``redis-server`` the fleet starts, each on a key
-prefix of its own. The client hop's compression is probed once per target (``probe``): what
-the server agreed to when offered what the load generator will offer.
+``Fleet.start`` starts what the chosen targets need (one gateway serves the gateway rows: three on
+``/v1/session`` at different ``session.start`` rates, ``gateway_compat`` on ``/v1/realtime``), each
+stopped by the caller's ``ExitStack``. Before each run ``place`` pins the relaying process (with
+its descendants) alone to the relay core and every other process, the load generator included, to
+the load core; for ``direct`` the fake itself is the relaying process. With ``pin=False`` nothing
+is pinned: every process, the load generator included, shares every core (``scripts/bench scale``'s
+workers comparison). The rows on Redis (``gateway_redis``, ``gateway_w2``) share one
+``redis-server`` the fleet starts, each on a key prefix of its own. The client hop's compression is
+probed once per target (``probe``): what the server agreed to when offered what the load generator
+will offer.
 """
 
 from __future__ import annotations
