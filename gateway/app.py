@@ -22,7 +22,7 @@ from gateway.config import Settings, is_loopback
 from gateway.node import NodeRuntime, new_node_id
 from gateway.observability import Metrics, configure_logging
 from gateway.protocol import ALLOWED_SAMPLE_RATES
-from gateway.providers import make_transport, warm_up_upstreams
+from gateway.providers import configured_models, make_transport, warm_up_upstreams
 from gateway.registry import Registry, load_registry
 from gateway.server import GatewayServer
 from gateway.session.manager import SessionManager, TransportFactory
@@ -46,7 +46,9 @@ def build_server(
     registry = registry if registry is not None else load_registry(settings.registry_path())
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     clock = SystemClock()
-    metrics = Metrics(tool_ids=(spec.tool_id for spec in registry.tools()))
+    metrics = Metrics(
+        tool_ids=(spec.tool_id for spec in registry.tools()), models=configured_models(settings)
+    )
     store = store if store is not None else build_store(settings, clock, metrics.store_error)
     node_id = new_node_id(settings.node_id)
     manager = SessionManager(

@@ -16,7 +16,13 @@ from transports.base import Transport, TransportError
 if TYPE_CHECKING:
     from transports.openai_realtime import RealtimeOptions
 
-__all__ = ["PROVIDERS", "make_transport", "realtime_options", "warm_up_upstreams"]
+__all__ = [
+    "PROVIDERS",
+    "configured_models",
+    "make_transport",
+    "realtime_options",
+    "warm_up_upstreams",
+]
 
 TransportBuilder = Callable[[Settings], Transport]
 
@@ -103,6 +109,16 @@ PROVIDERS: Mapping[str, TransportBuilder] = {
     "gemini": _gemini,
     "chat": _chat,
 }
+
+
+def configured_models(settings: Settings) -> dict[str, dict[str, str]]:
+    """Per provider and mode, the model a session that names none gets."""
+    return {
+        "local": {"voice": "local", "text": "local"},
+        "openai": {"voice": settings.openai_model, "text": settings.openai_model},
+        "gemini": {"voice": settings.gemini_model, "text": settings.gemini_text_model},
+        "chat": {"voice": settings.chat_model, "text": settings.chat_model},
+    }
 
 
 def make_transport(provider: str, settings: Settings) -> Transport:

@@ -11,12 +11,14 @@ once a second (``flush_frames``) and before each scrape.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
+
+from gateway.usage import TokenCounts
 
 __all__ = ["FrameCounts", "Metrics"]
 
@@ -46,14 +48,21 @@ class FrameCounts(Collector):
 
 
 UNKNOWN_TOOL = "unknown"
+OTHER = "other"
 
 
 class Metrics:
     """``tool_ids``: the registry's tools, the only values a ``tool`` label takes (a name the
-    model made up counts under ``unknown``: labels never come from outside input)."""
+    model made up counts under ``unknown``: labels never come from outside input).
+    ``models``: per provider, the model the operator configured for each mode
+    (``gateway.providers.configured_models``): the only values a ``model`` label takes (a model
+    a client names otherwise counts as ``other``)."""
 
-    def __init__(self, tool_ids: Iterable[str] = ()) -> None:
+    def __init__(
+        self, tool_ids: Iterable[str] = (), models: Mapping[str, Mapping[str, str]] | None = None
+    ) -> None:
         self._tool_ids = frozenset(tool_ids)
+        self._models = {provider: dict(by_mode) for provider, by_mode in (models or {}).items()}
         self.multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
         self.registry = CollectorRegistry()
         r = self.registry
@@ -150,6 +159,24 @@ class Metrics:
             multiprocess_mode="livemin",
         )
         self.store_up.set(1)
+        self.usage_tokens = Counter(
+            "gateway_usage_tokens",
+            "Tokens the upstreams reported, by provider, model and kind (input_text, …)",
+            ["provider", "model", "kind"],
+            registry=r,
+        )
+        self.usage_responses = Counter(
+            "gateway_usage_responses",
+            "Responses whose usage was counted, by provider and model",
+            ["provider", "model"],
+            registry=r,
+        )
+        self.usage_audio = Counter(
+            "gateway_usage_audio_seconds",
+            "Audio seconds: in from clients, out to clients, by provider",
+            ["provider", "direction"],
+            registry=r,
+        )
 
     def store_error(self, op: str) -> None:
         """``op`` names a store operation: a closed set of the code's own words."""
@@ -167,6 +194,29 @@ class Metrics:
 
     def soft_limit_exceeded(self, tool_id: str, mode: str) -> None:
         self.soft_limit_overruns.labels(self.tool_label(tool_id), mode).inc()
+
+    def model_labels(self, provider: str, mode: str, model: str | None) -> tuple[str, str]:
+        """``(provider, model)`` as labels: the model a session without one of its own uses,
+        or a configured name; anything else is ``other``."""
+        by_mode = self._models.get(provider)
+        if by_mode is None:
+            return OTHER, OTHER
+        if model is None:
+            return provider, by_mode.get(mode, OTHER)
+        return provider, model if model in by_mode.values() else OTHER
+
+    def count_usage(self, labels: tuple[str, str], tokens: TokenCounts) -> None:
+        """One response's tokens under ``model_labels`` (never per user: the sums per session
+        are in the audit trail)."""
+        self.usage_responses.labels(*labels).inc()
+        for kind, count in tokens.as_json().items():
+            if count:
+                self.usage_tokens.labels(*labels, kind).inc(count)
+
+    def count_audio(self, provider_label: str, direction: str, seconds: float) -> None:
+        """``direction``: ``in`` (from the client) or ``out`` (to it)."""
+        if seconds > 0:
+            self.usage_audio.labels(provider_label, direction).inc(seconds)
 
     def flush_frames(self) -> None:
         """Multiprocess mode: the frame counts since the last flush, into the shared counters."""

@@ -15,6 +15,7 @@ from datetime import timedelta
 
 from gateway.orchestrator import ConfirmationBook, IntentState, TurnState
 from gateway.store import SessionSnapshot
+from gateway.usage import SessionUsage
 from transports.base import ConversationItem
 
 __all__ = ["HISTORY_ITEMS", "Conversation", "Profile", "restore", "snapshot"]
@@ -60,6 +61,7 @@ class Conversation:
     turn: TurnState = field(default_factory=TurnState)
     intents: IntentState = field(default_factory=IntentState)
     history: deque[ConversationItem] = field(default_factory=lambda: deque(maxlen=HISTORY_ITEMS))
+    usage: SessionUsage = field(default_factory=SessionUsage)
     book: ConfirmationBook = field(init=False)
 
     def __post_init__(self) -> None:
@@ -87,6 +89,7 @@ def snapshot(profile: Profile, conversation: Conversation) -> SessionSnapshot:
         pending_confirmations=tuple(conversation.book.pending()),
         pending_messages=tuple(conversation.intents.pending_messages),
         history=tuple(conversation.history),
+        usage=conversation.usage.as_json(),
     )
 
 
@@ -100,3 +103,4 @@ def restore(conversation: Conversation, stored: SessionSnapshot) -> None:
     conversation.intents.pending_messages = list(stored.pending_messages)
     conversation.history.clear()
     conversation.history.extend(stored.history)
+    conversation.usage.restore(stored.usage)

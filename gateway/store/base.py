@@ -91,6 +91,8 @@ class SessionSnapshot:
     pending_confirmations: tuple[PendingConfirmation, ...] = ()
     pending_messages: tuple[str, ...] = ()
     history: tuple[ConversationItem, ...] = field(default_factory=tuple)
+    # What the session consumed so far (``gateway.usage.SessionUsage.as_json``).
+    usage: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

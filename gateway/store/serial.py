@@ -61,6 +61,7 @@ def snapshot_to_json(snapshot: SessionSnapshot) -> bytes:
             "pending_confirmations": [_confirmation(p) for p in snapshot.pending_confirmations],
             "pending_messages": snapshot.pending_messages,
             "history": [[item.role, item.text] for item in snapshot.history],
+            "usage": dict(snapshot.usage),
         }
     )
 
@@ -102,9 +103,14 @@ def snapshot_from_json(data: bytes | str) -> SessionSnapshot:
             ),
             pending_messages=tuple(str(m) for m in raw["pending_messages"]),
             history=tuple(ConversationItem(role, str(text)) for role, text in raw["history"]),
+            usage=_usage_of(raw.get("usage")),  # absent before usage was kept
         )
     except (KeyError, TypeError, ValueError, orjson.JSONDecodeError) as exc:
         raise ValueError(f"unreadable snapshot: {exc}") from None
+
+
+def _usage_of(raw: Any) -> dict[str, Any]:
+    return dict(raw) if isinstance(raw, dict) else {}
 
 
 def ledger_to_json(entry: LedgerEntry) -> bytes:

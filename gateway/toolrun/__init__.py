@@ -14,6 +14,7 @@ from gateway.toolrun.audit import (
     AuditSink,
     MemoryAuditSink,
     StructlogAuditSink,
+    UsageRecord,
 )
 from gateway.toolrun.cache import ResultCache
 from gateway.toolrun.limits import DEFAULT_BUDGETS, Mode, ModeBudget
@@ -38,6 +39,7 @@ __all__ = [
     "StructlogAuditSink",
     "ToolCall",
     "ToolRunner",
+    "UsageRecord",
     "arguments_hash",
     "canonical_json",
     "measure_arguments",

@@ -1,7 +1,8 @@
-"""The audit trail: one structured record per tool call (TOOLS.md section 4).
+"""The audit trail: one structured record per tool call (TOOLS.md section 4), and one per
+session that ends, with what it consumed (``session_usage``).
 
 A record carries a hash of the canonical arguments, never the arguments, and the result only as
-projected through the tool's ``resultAllowlist``.
+projected through the tool's ``resultAllowlist``. A usage record carries counts only.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ __all__ = [
     "AuditSink",
     "MemoryAuditSink",
     "StructlogAuditSink",
+    "UsageRecord",
 ]
 
 # The logger of the audit trail; logging keeps it at INFO whatever the configured level.
@@ -40,6 +42,8 @@ class AuditDecision(StrEnum):
     ADOPTED = "adopted"
     # Its node stopped while it ran: reported failed, side effects unknown; never run again.
     LOST = "lost"
+    # A tool the client declared: the client ran it and answered (the gateway ran nothing).
+    CLIENT = "client"
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +82,35 @@ class AuditRecord:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class UsageRecord:
+    """A session ended for good: its usage summary (``gateway.usage.UsageReporter.summary``).
+    A user's consumption is the sum of their records (docs/operations.md)."""
+
+    session_id: str
+    user_id: str
+    tenant: str | None
+    provider: str
+    mode: str
+    reason: str
+    usage: Mapping[str, Any]
+
+    def as_log_fields(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "user_id": self.user_id,
+            "tenant": self.tenant,
+            "provider": self.provider,
+            "mode": self.mode,
+            "reason": self.reason,
+            "usage": dict(self.usage),
+        }
+
+
 class AuditSink(Protocol):
     def record(self, record: AuditRecord) -> None: ...
+
+    def session_usage(self, record: UsageRecord) -> None: ...
 
 
 class StructlogAuditSink:
@@ -94,6 +125,11 @@ class StructlogAuditSink:
     def __init__(self, logger: Any = None) -> None:
         self._log = logger or structlog.get_logger(AUDIT_LOGGER)
         self._pending: list[AuditRecord] = []
+
+    def session_usage(self, record: UsageRecord) -> None:
+        # Once per session, at its end: written at once, after the tool lines already queued.
+        self.flush()
+        self._log.info("session_usage", **record.as_log_fields())
 
     def record(self, record: AuditRecord) -> None:
         try:
@@ -119,6 +155,10 @@ class MemoryAuditSink:
 
     def __init__(self) -> None:
         self.records: list[AuditRecord] = []
+        self.usage_records: list[UsageRecord] = []
 
     def record(self, record: AuditRecord) -> None:
         self.records.append(record)
+
+    def session_usage(self, record: UsageRecord) -> None:
+        self.usage_records.append(record)

@@ -24,6 +24,7 @@ PHONE_CALL = SessionSnapshot(
     last_user_text="what time is it",
     pending_messages=("remember this",),
     history=(ConversationItem("user", "hello"), ConversationItem("assistant", "hi")),
+    usage={"responses": 2, "tokens": {"input_audio": 40}, "audio_in_s": 3.5},
 )
 
 
@@ -35,6 +36,12 @@ def test_a_record_written_before_audio_encodings_reads_as_pcm16() -> None:
     raw = orjson.loads(snapshot_to_json(PHONE_CALL))
     del raw["audio_encoding"]
     assert snapshot_from_json(orjson.dumps(raw)).audio_encoding == "pcm16"
+
+
+def test_a_record_written_before_usage_was_kept_reads_with_none() -> None:
+    raw = orjson.loads(snapshot_to_json(PHONE_CALL))
+    del raw["usage"]
+    assert snapshot_from_json(orjson.dumps(raw)).usage == {}
 
 
 def test_a_record_of_another_format_is_refused_whole() -> None:

@@ -1,0 +1,89 @@
+"""One session's usage as it goes out: Prometheus counters per response, and the summary when
+the session ends for good (``session.ended`` and the audit trail).
+
+The counters are by provider and model only, never by user or session: a user's consumption is
+the sum of the summaries the audit trail holds for them (``session_usage`` lines). The client's
+audio is counted into the session's account per frame (a float addition); it reaches the
+counters at each response's end and at the session's, so no counter is touched per frame. A
+session resumed on another node reports from there what it had not reported here: the account
+comes back from the snapshot, and what it held then was reported by the node that took it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from gateway.usage.account import SessionUsage
+from gateway.usage.prices import PriceTable
+from gateway.usage.tokens import TokenCounts, token_counts
+
+__all__ = ["UsageCounters", "UsageReporter", "UsageSource"]
+
+
+class UsageCounters(Protocol):
+    """The metrics a reporter adds to (``gateway.observability.Metrics``)."""
+
+    def model_labels(self, provider: str, mode: str, model: str | None) -> tuple[str, str]: ...
+
+    def count_usage(self, labels: tuple[str, str], tokens: TokenCounts) -> None: ...
+
+    def count_audio(self, provider_label: str, direction: str, seconds: float) -> None: ...
+
+
+class UsageSource(Protocol):
+    """What the session's profile says of its upstream (read at each report: the mode, and
+    with it Gemini's model, may change during the session)."""
+
+    provider: str
+    mode: str
+    model: str | None
+
+
+class UsageReporter:
+    def __init__(
+        self,
+        usage: SessionUsage,
+        profile: UsageSource,
+        counters: UsageCounters,
+        prices: PriceTable | None = None,
+    ) -> None:
+        self.usage = usage
+        self._profile = profile
+        self._counters = counters
+        self._prices = prices
+        # Built after the account is restored: what it holds was reported where it was counted.
+        self._audio_in_reported_ms = usage.audio_in_ms
+
+    def labels(self) -> tuple[str, str]:
+        p = self._profile
+        return self._counters.model_labels(p.provider, p.mode, p.model)
+
+    def response_done(self, raw_usage: Any, audio_out_ms: float) -> None:
+        """A response ended: its tokens as the upstream reported them, and its audio."""
+        tokens = token_counts(raw_usage)
+        self.usage.add_response(tokens, audio_out_ms)
+        labels = self.labels()
+        self._counters.count_usage(labels, tokens)
+        self._counters.count_audio(labels[0], "out", audio_out_ms / 1000)
+        self._flush_audio_in(labels[0])
+
+    def summary(self) -> dict[str, Any]:
+        """The session's sums (``SessionUsage.as_json``), with ``model`` and, given a price
+        row for it, ``estimated_cost`` and ``currency``. Flushes the audio counted since the
+        last response into the counters."""
+        provider, model = self.labels()
+        self._flush_audio_in(provider)
+        body = self.usage.as_json()
+        body["model"] = model
+        if self._prices is not None:
+            cost = self._prices.estimate(provider, model, self.usage.tokens)
+            if cost is not None:
+                body["estimated_cost"] = cost
+                body["currency"] = self._prices.currency
+        return body
+
+    def _flush_audio_in(self, provider_label: str) -> None:
+        delta = self.usage.audio_in_ms - self._audio_in_reported_ms
+        if delta > 0:
+            self._counters.count_audio(provider_label, "in", delta / 1000)
+            self._audio_in_reported_ms = self.usage.audio_in_ms
