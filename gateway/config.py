@@ -92,6 +92,8 @@ class Settings(BaseSettings):
     max_duration_s: float = 3600.0
     resume_window_s: float = 30.0
     confirmation_ttl_s: float = 120.0
+    # How long a call of a tool the client declared waits for the client's answer.
+    client_tool_timeout_s: float = Field(default=60.0, gt=0)
     drain_grace_s: float = Field(default=5.0, ge=0, le=3600)
     # Connection rate limit per client address, and a cap on concurrent sessions.
     connections_per_minute: int = 600

@@ -34,6 +34,15 @@ from .client_events import (
     TextSend,
     ToolDialect,
 )
+from .client_tool_events import (
+    MAX_CLIENT_TOOL_BYTES,
+    MAX_CLIENT_TOOL_OUTPUT_BYTES,
+    MAX_CLIENT_TOOLS,
+    ClientToolCancelled,
+    ClientToolDeclaration,
+    ClientToolOutput,
+    ClientToolRequested,
+)
 from .decode import (
     DEFAULT_MAX_BINARY_FRAME_BYTES,
     DEFAULT_MAX_TEXT_FRAME_BYTES,
@@ -77,6 +86,9 @@ __all__ = [
     "DEFAULT_MAX_BINARY_FRAME_BYTES",
     "DEFAULT_MAX_TEXT_FRAME_BYTES",
     "DEFAULT_OUTPUT_RATE",
+    "MAX_CLIENT_TOOLS",
+    "MAX_CLIENT_TOOL_BYTES",
+    "MAX_CLIENT_TOOL_OUTPUT_BYTES",
     "MAX_METADATA_PAIRS",
     "MAX_TEXT_CHARS",
     "AudioAppend",
@@ -86,6 +98,10 @@ __all__ = [
     "AudioPlayback",
     "BinaryAudio",
     "ClientEvent",
+    "ClientToolCancelled",
+    "ClientToolDeclaration",
+    "ClientToolOutput",
+    "ClientToolRequested",
     "ConfirmationOutcome",
     "ConfirmationRequested",
     "ConfirmationResolved",

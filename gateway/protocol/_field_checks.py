@@ -11,12 +11,14 @@ from enum import StrEnum
 from typing import TypeVar
 
 from .errors import ErrorCode, ProtocolError
+from .json_types import JsonObject
 
 __all__ = [
     "choice",
     "describe_choices",
     "invalid_field",
     "require_non_empty",
+    "with_event_id",
 ]
 
 _Choice = TypeVar("_Choice", bound=StrEnum)
@@ -65,3 +67,10 @@ def require_non_empty(
     """Identifiers (ids, tokens, names) are never empty strings."""
     if not isinstance(value, str) or not value:
         raise invalid_field(event_type, field_name, "must be a non-empty string", event_id)
+
+
+def with_event_id(body: JsonObject, event_id: str | None) -> JsonObject:
+    """A client event's wire form, with its ``event_id`` when it has one."""
+    if event_id is not None:
+        body["event_id"] = event_id
+    return body

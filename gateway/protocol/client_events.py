@@ -17,6 +17,8 @@ Defaults where PROTOCOL.md is silent or leaves the choice to the server:
   free text (``model``, ``reason``, …) may be any string.
 - ``audio.append`` with no samples is ``invalid_audio``, like an empty binary frame.
 - ``tool_dialect`` is an extension for provider tool-calling styles; absent means native.
+- ``client_tools`` (extension, ``client_tool_events``): tools the client runs itself; absent
+  (None) or empty: none.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import ClassVar, TypeAlias
 
-from ._field_checks import choice, invalid_field, require_non_empty
+from ._field_checks import choice, invalid_field, require_non_empty, with_event_id
+from .client_tool_events import ClientToolDeclaration, ClientToolOutput, check_client_tools
+from .confirmation_events import ConfirmationRespond, Decision
 from .errors import ErrorCode, ProtocolError
 from .json_types import JsonObject, JsonScalar
 
@@ -84,13 +88,6 @@ class ToolDialect(StrEnum):
     NATIVE = "native"
     INLINE = "inline"
     JSON = "json"
-
-
-class Decision(StrEnum):
-    """The user's answer in ``confirmation.respond``."""
-
-    APPROVE = "approve"
-    REJECT = "reject"
 
 
 def _check_whole_samples(pcm: bytes, event_type: str, event_id: str | None) -> None:
@@ -159,12 +156,6 @@ class Resume:
         return {"session_id": self.session_id, "resume_token": self.resume_token}
 
 
-def _with_event_id(body: JsonObject, event_id: str | None) -> JsonObject:
-    if event_id is not None:
-        body["event_id"] = event_id
-    return body
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionStart:
     """``session.start``: open (or, with ``resume``, pick up) a session; defaults above."""
@@ -182,10 +173,12 @@ class SessionStart:
     metadata: Mapping[str, str] = field(default_factory=dict)
     resume: Resume | None = None
     tool_dialect: ToolDialect | None = None
+    client_tools: tuple[ClientToolDeclaration, ...] = ()
     event_id: str | None = None
 
     def __post_init__(self) -> None:
         event_type, event_id = self.TYPE, self.event_id
+        object.__setattr__(self, "client_tools", check_client_tools(self.client_tools, event_id))
         mode = choice(Mode, self.mode, event_type=event_type, field_name="mode", event_id=event_id)
         object.__setattr__(self, "mode", mode)
         if self.provider is not None:
@@ -243,7 +236,9 @@ class SessionStart:
             body["metadata"] = dict(self.metadata)
         if self.resume is not None:
             body["resume"] = self.resume.to_dict()
-        return _with_event_id(body, self.event_id)
+        if self.client_tools:
+            body["client_tools"] = [tool.to_dict() for tool in self.client_tools]
+        return with_event_id(body, self.event_id)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -270,7 +265,7 @@ class AudioAppend:
 
     def to_dict(self) -> JsonObject:
         body: JsonObject = {"type": self.TYPE, "audio": base64.b64encode(self.audio).decode()}
-        return _with_event_id(body, self.event_id)
+        return with_event_id(body, self.event_id)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -282,7 +277,7 @@ class AudioCommit:
     event_id: str | None = None
 
     def to_dict(self) -> JsonObject:
-        return _with_event_id({"type": self.TYPE}, self.event_id)
+        return with_event_id({"type": self.TYPE}, self.event_id)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -294,7 +289,7 @@ class AudioClear:
     event_id: str | None = None
 
     def to_dict(self) -> JsonObject:
-        return _with_event_id({"type": self.TYPE}, self.event_id)
+        return with_event_id({"type": self.TYPE}, self.event_id)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -320,7 +315,7 @@ class AudioPlayback:
             "response_id": self.response_id,
             "played_ms": self.played_ms,
         }
-        return _with_event_id(body, self.event_id)
+        return with_event_id(body, self.event_id)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -339,7 +334,7 @@ class TextSend:
             )
 
     def to_dict(self) -> JsonObject:
-        return _with_event_id({"type": self.TYPE, "text": self.text}, self.event_id)
+        return with_event_id({"type": self.TYPE, "text": self.text}, self.event_id)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -351,47 +346,7 @@ class ResponseCancel:
     event_id: str | None = None
 
     def to_dict(self) -> JsonObject:
-        return _with_event_id({"type": self.TYPE}, self.event_id)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ConfirmationRespond:
-    """``confirmation.respond``: approve (optionally with new arguments) or reject."""
-
-    TYPE: ClassVar[str] = "confirmation.respond"
-
-    confirmation_id: str
-    decision: Decision
-    parameters: JsonObject | None = None  # approve with modified arguments (validated again)
-    event_id: str | None = None
-
-    def __post_init__(self) -> None:
-        require_non_empty(
-            self.confirmation_id,
-            event_type=self.TYPE,
-            field_name="confirmation_id",
-            event_id=self.event_id,
-        )
-        decision = choice(
-            Decision,
-            self.decision,
-            event_type=self.TYPE,
-            field_name="decision",
-            event_id=self.event_id,
-        )
-        object.__setattr__(self, "decision", decision)
-        if self.parameters is not None and not isinstance(self.parameters, dict):
-            raise invalid_field(self.TYPE, "parameters", "must be an object", self.event_id)
-
-    def to_dict(self) -> JsonObject:
-        body: JsonObject = {
-            "type": self.TYPE,
-            "confirmation_id": self.confirmation_id,
-            "decision": self.decision.value,
-        }
-        if self.parameters is not None:
-            body["parameters"] = self.parameters
-        return _with_event_id(body, self.event_id)
+        return with_event_id({"type": self.TYPE}, self.event_id)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -435,7 +390,7 @@ class SessionUpdate:
             body["instructions"] = self.instructions
         if self.input_rate is not None:
             body["audio"] = {"input_rate": self.input_rate}
-        return _with_event_id(body, self.event_id)
+        return with_event_id(body, self.event_id)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -451,7 +406,7 @@ class SessionEnd:
         body: JsonObject = {"type": self.TYPE}
         if self.reason is not None:
             body["reason"] = self.reason
-        return _with_event_id(body, self.event_id)
+        return with_event_id(body, self.event_id)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -473,7 +428,7 @@ class Ping:
         body: JsonObject = {"type": self.TYPE}
         if self.id is not None:
             body["id"] = self.id
-        return _with_event_id(body, self.event_id)
+        return with_event_id(body, self.event_id)
 
 
 JsonClientEvent: TypeAlias = (
@@ -488,6 +443,7 @@ JsonClientEvent: TypeAlias = (
     | SessionUpdate
     | SessionEnd
     | Ping
+    | ClientToolOutput
 )
 """Every event a client sends in a text frame."""
 

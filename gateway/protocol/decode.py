@@ -49,6 +49,12 @@ from .client_events import (
     TextSend,
     ToolDialect,
 )
+from .client_tool_events import (
+    ClientToolDeclaration,
+    ClientToolOutput,
+    declaration_problem,
+    no_parameters,
+)
 from .errors import ErrorCode, ProtocolError
 
 __all__ = [
@@ -226,8 +232,33 @@ def _session_start(fields: _Fields) -> SessionStart:
             resume_token=resume.required_str("resume_token"),
         ),
         tool_dialect=fields.optional_choice("tool_dialect", ToolDialect),
+        client_tools=_client_tools(fields),
         event_id=fields.event_id,
     )
+
+
+def _client_tools(fields: _Fields) -> tuple[ClientToolDeclaration, ...]:
+    """Each declaration checked here, so that the error names its place in the list; the
+    list's own rules (how many, no name twice) are ``SessionStart``'s."""
+    tools = []
+    for index, raw in enumerate(fields.optional_list("client_tools") or []):
+        where = f"client_tools[{index}]"
+        if not isinstance(raw, dict):
+            raise fields.invalid(where, "must be an object")
+        name: Any = raw.get("name")
+        description, parameters = raw.get("description"), raw.get("parameters")
+        if description is None:
+            description = ""
+        if parameters is None:
+            parameters = no_parameters()
+        problem = declaration_problem(name, description, parameters)
+        if problem is not None:
+            part, text = problem
+            raise fields.invalid(f"{where}.{part}" if part else where, text)
+        tools.append(
+            ClientToolDeclaration(name=name, description=description, parameters=parameters)
+        )
+    return tuple(tools)
 
 
 def _audio_format(audio: _Fields) -> AudioFormat:
@@ -267,6 +298,12 @@ def _confirmation_respond(fields: _Fields) -> ConfirmationRespond:
 
 
 def _session_update(fields: _Fields) -> SessionUpdate:
+    if fields.raw("client_tools") is not None:
+        raise fields.invalid(
+            "client_tools",
+            "can only be declared in session.start: the model is told its tools when the "
+            "session opens",
+        )
     audio = fields.optional_nested("audio")
     return SessionUpdate(
         mode=fields.optional_choice("mode", Mode),
@@ -291,6 +328,11 @@ _PARSERS: dict[str, Callable[[_Fields], JsonClientEvent]] = {
     SessionUpdate.TYPE: _session_update,
     SessionEnd.TYPE: lambda fields: SessionEnd(
         reason=fields.optional_str("reason"), event_id=fields.event_id
+    ),
+    ClientToolOutput.TYPE: lambda fields: ClientToolOutput(
+        call_id=fields.required_str("call_id"),
+        output=fields.required_str("output"),
+        event_id=fields.event_id,
     ),
     # Ping checks that its id is a JSON scalar.
     Ping.TYPE: lambda fields: Ping(id=fields.raw("id"), event_id=fields.event_id),

@@ -43,6 +43,9 @@ class ErrorCode(StrEnum):
     INTERNAL = "internal"
     # Extension: the shared store (Redis) cannot be reached; retry shortly.
     STORE_UNAVAILABLE = "store_unavailable"
+    # Extension: a client_tool.output whose call id no call waits on (unknown, answered,
+    # expired or cancelled).
+    TOOL_CALL_NOT_FOUND = "tool_call_not_found"
 
 
 # Defaults when the raiser does not say: waiting helps only against load and outages, and the

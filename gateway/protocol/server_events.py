@@ -26,6 +26,7 @@ from enum import StrEnum
 from typing import ClassVar, TypeAlias
 
 from .client_events import AudioFormat, Mode, Provider
+from .client_tool_events import ClientToolCancelled, ClientToolRequested
 from .errors import ErrorCode, ProtocolError
 from .json_types import JsonObject, JsonScalar, JsonValue
 from .moving_events import Recovery, SessionMoving
@@ -467,5 +468,7 @@ ServerEvent: TypeAlias = (
     | Pong
     | SessionMoving
     | ToolSlow
+    | ClientToolRequested
+    | ClientToolCancelled
 )
 """Every event the gateway sends in a text frame (assistant audio goes in binary frames)."""

@@ -21,6 +21,7 @@ from gateway.protocol import (
     AudioFormat,
     AudioPlayback,
     BinaryAudio,
+    ClientToolOutput,
     ConfirmationRespond,
     EndReason,
     ErrorCode,
@@ -101,6 +102,7 @@ class ClientEvents:
             AudioPlayback: self._playback,
             ResponseCancel: self._cancel,
             ConfirmationRespond: self._confirmation,
+            ClientToolOutput: self._client_tool_output,
             SessionUpdate: self._update,
             SessionEnd: self._end,
             Ping: self._ping,
@@ -209,6 +211,11 @@ class ClientEvents:
             event.decision.value == "approve",
             None if event.parameters is None else dict(event.parameters),
         )
+        if problem is not None:
+            self._host.error(*problem, event.event_id)
+
+    async def _client_tool_output(self, event: ClientToolOutput) -> None:
+        problem = self._tools.client_calls.answer(event.call_id, event.output)
         if problem is not None:
             self._host.error(*problem, event.event_id)
 

@@ -22,6 +22,7 @@ from gateway.config import Settings
 from gateway.observability import Metrics
 from gateway.protocol import (
     AudioFormat,
+    ClientToolDeclaration,
     EndReason,
     ErrorCode,
     ErrorEvent,
@@ -107,7 +108,15 @@ class SessionManager:
         session_id = f"sess_{secrets.token_hex(12)}"
         await self._acquire_slot(user, session_id, start.event_id)
         try:
-            session = await self.open(session_id, setup, user, outbound, start.event_id, epoch=1)
+            session = await self.open(
+                session_id,
+                setup,
+                user,
+                outbound,
+                start.event_id,
+                epoch=1,
+                client_tools=start.client_tools,
+            )
         except BaseException:
             await self.release_slot(user, session_id)
             raise
@@ -168,8 +177,10 @@ class SessionManager:
         event_id: str | None,
         *,
         epoch: int,
+        client_tools: tuple[ClientToolDeclaration, ...] = (),
     ) -> Session:
-        """Connect the upstream and build the session (registered, loops running)."""
+        """Connect the upstream and build the session (registered, loops running);
+        ``client_tools``: those its client declared (a new session; a snapshot has none)."""
         session = await open_session(
             session_id,
             setup,
@@ -188,6 +199,7 @@ class SessionManager:
             on_boundary=self._boundary if self.store.shared else None,
             on_lost=self._lost,
             on_end=self._free_in_store,
+            client_tools=client_tools,
         )
         session.attach(outbound)
         self.sessions[session_id] = session
@@ -269,6 +281,8 @@ class SessionManager:
             )
         )
         session.tools.background.replay_missed()
+        if resumed:  # a request sent while nobody was attached was lost: asked again
+            session.tools.client_calls.ask_again()
 
     def live_ttl_s(self) -> float:
         """A live record outlives the longest session by the resume window (for a crash)."""

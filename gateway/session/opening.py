@@ -11,8 +11,16 @@ from typing import Literal
 from gateway.clock import Clock
 from gateway.config import Settings
 from gateway.observability import Metrics
-from gateway.protocol import EndReason, ErrorCode, ErrorEvent, SessionEnded, SessionStart
+from gateway.protocol import (
+    ClientToolDeclaration,
+    EndReason,
+    ErrorCode,
+    ErrorEvent,
+    SessionEnded,
+    SessionStart,
+)
 from gateway.registry import Registry
+from gateway.session.client_tools import ClientToolBook, declarations_problem, model_declarations
 from gateway.session.holding_policy import HoldingPolicy
 from gateway.session.ownership import Ownership
 from gateway.session.refusals import StartRefused
@@ -30,7 +38,8 @@ def session_setup(
     start: SessionStart, user: SessionUser, registry: Registry, settings: Settings
 ) -> SessionSnapshot:
     """A new session's setup from ``session.start``, its tools checked against the registry
-    and the user's roles."""
+    and the user's roles (and the tools its client declared: ``client_tools_checked``)."""
+    client_tools_checked(start, user, registry, settings)
     if start.tools is not None:
         unknown = [name for name in start.tools if registry.get(name) is None]
         if unknown:
@@ -70,6 +79,24 @@ def session_setup(
     )
 
 
+def client_tools_checked(
+    start: SessionStart, user: SessionUser, registry: Registry, settings: Settings
+) -> None:
+    """No tool the client declared takes the name of a registry tool this user may use (the
+    model could not tell them apart), and each schema is one the upstream can take."""
+    provider = start.provider.value if start.provider else settings.provider
+    visible = (spec.tool_id for spec in registry.visible_to(user.roles))
+    problem = declarations_problem(start.client_tools, visible, provider)
+    if problem is not None:
+        raise StartRefused(
+            ErrorEvent(
+                code=ErrorCode.INVALID_EVENT,
+                message=f"session.start: '{problem.at('client_tools')}' {problem.message}",
+                event_id=start.event_id,
+            )
+        )
+
+
 async def _refuse_unsupported_mode(
     transport: Transport, setup: SessionSnapshot, event_id: str | None
 ) -> None:
@@ -95,6 +122,7 @@ async def _connect(
     settings: Settings,
     registry: Registry,
     transports: TransportFactory,
+    client_tools: tuple[ClientToolDeclaration, ...],
 ) -> Transport:
     enabled = None if setup.enabled_tools is None else list(setup.enabled_tools)
     visible = registry.visible_to(user.roles, enabled)
@@ -108,8 +136,11 @@ async def _connect(
             mode="voice" if setup.mode == "voice" else "text",
             instructions=registry.model_instructions(setup.instructions, user.roles, enabled),
             tools=[
-                ToolDeclaration(s.tool_id, s.description, s.provider_schemas, s.background)
-                for s in visible
+                *(
+                    ToolDeclaration(s.tool_id, s.description, s.provider_schemas, s.background)
+                    for s in visible
+                ),
+                *model_declarations(client_tools),
             ],
             client_input_rate=setup.input_rate,
             client_output_rate=setup.output_rate,
@@ -163,9 +194,13 @@ async def open_session(
     on_boundary: Callable[[Session], None] | None,
     on_lost: Callable[[Session], None],
     on_end: Callable[[Session], Awaitable[None]],
+    client_tools: tuple[ClientToolDeclaration, ...] = (),
 ) -> Session:
-    """Connect the upstream and build the session (not attached, no loops yet)."""
-    transport = await _connect(setup, user, session_id, event_id, settings, registry, transports)
+    """Connect the upstream and build the session (not attached, no loops yet);
+    ``client_tools``: checked already (``session_setup``)."""
+    transport = await _connect(
+        setup, user, session_id, event_id, settings, registry, transports, client_tools
+    )
     budgets: dict[Literal["voice", "text"], ModeBudget] = {
         "voice": settings.budget("voice"),
         "text": settings.budget("text"),
@@ -203,6 +238,7 @@ async def open_session(
         on_lost=on_lost,
         on_end=on_end,
         holding=HoldingPolicy(settings.holding_cue, settings.holding_line),
+        client_tools=ClientToolBook(client_tools, settings.client_tool_timeout_s),
     )
     session.upstream_ready()
 

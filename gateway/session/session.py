@@ -42,6 +42,7 @@ from gateway.protocol import (
 )
 from gateway.registry import Registry
 from gateway.session.client_events import ClientEvents
+from gateway.session.client_tools import ClientToolBook
 from gateway.session.holding_policy import NO_HOLDING, HoldingPolicy
 from gateway.session.outbound import Outbound
 from gateway.session.ownership import Ownership
@@ -93,8 +94,10 @@ class Session:
         on_lost: Callable[[Session], None] | None = None,
         on_end: Callable[[Session], Awaitable[None]] | None = None,
         holding: HoldingPolicy = NO_HOLDING,
+        client_tools: ClientToolBook | None = None,
     ) -> None:
-        """``setup`` is a fresh snapshot for a new session, or a stored one being resumed.
+        """``setup`` is a fresh snapshot for a new session, or a stored one being resumed;
+        ``client_tools``: the tools its client declared (a snapshot does not hold them).
         ``on_boundary``: a turn began or ended (a snapshot is due); ``on_lost``: another node
         owns the session now; ``on_end``: it is ending here for good (awaited before the client
         hears ``session.ended``, so that what it held in the store is free by then)."""
@@ -119,15 +122,16 @@ class Session:
         self._ending: asyncio.Task[None] | None = None
         self._log = _log.bind(session_id=session_id, user_id=user.user_id)
         self.ownership = ownership
-        # A phone call's media stream cannot move to another node (a drain lets it finish).
-        self.movable = True
+        # A phone call's media stream cannot move to another node (a drain lets it finish), nor
+        # can the tools a client declared (a snapshot does not hold them).
+        self.movable = client_tools is None or not client_tools.tools
         self._on_boundary = on_boundary
         self._on_lost = on_lost
         self._on_end = on_end
         wiring = ToolWiring(
             self, registry, runner, clock, metrics, transport, self.conversation, ownership, holding
         )
-        self.tools = ToolFlow(wiring, self)
+        self.tools = ToolFlow(wiring, self, client_tools=client_tools)
         self.upstream = UpstreamEvents(
             self,
             profile=self.profile,
@@ -350,6 +354,7 @@ class Session:
             return
         self.state = transition(self.state, "end")
         self.ended.set()  # readers and timers stop; emit drops everything
+        self.tools.client_calls.let_go()  # no answer of the client can reach them here
         self.outbound = None
         self._closing = asyncio.create_task(self._close_upstream(None))
         await asyncio.shield(self._closing)

@@ -22,6 +22,8 @@ from gateway.orchestrator import CallPolicy, Execute, PendingConfirmation, Refus
 from gateway.protocol import ConfirmationOutcome
 from gateway.session.approvals import Approvals
 from gateway.session.background import BackgroundCalls, ModelTurns
+from gateway.session.client_tool_calls import ClientToolCalls
+from gateway.session.client_tools import ClientToolBook
 from gateway.session.holding import HoldingCues, TonePlayer
 from gateway.session.tool_events import ToolWiring, tool_finished_event, tool_started_event
 from gateway.store import Fenced, LedgerEntry
@@ -42,6 +44,9 @@ _GATEWAY_FAILED = "The gateway failed while handling this call; retry later."
 CONFIRMATION_KEY_MARGIN_S = 300.0
 
 Finish = Callable[[ResponseDone], Awaitable[None]]
+# Called by a batch once it has told the client all it will before the client's own answers:
+# the response's end, held for the batch, may go (a client answers after it, as on OpenAI).
+Reported = Callable[[str], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -50,6 +55,7 @@ class _BatchProgress:
 
     started: set[str] = field(default_factory=set)
     skipped: set[str] = field(default_factory=set)
+    asked: set[str] = field(default_factory=set)  # of the client (its own tools)
     outcomes: dict[str, CallOutcome] = field(default_factory=dict)
 
 
@@ -64,6 +70,7 @@ class ToolFlow:
         wiring: ToolWiring,
         turns: SessionTurns,
         new_id: Callable[[], str] | None = None,
+        client_tools: ClientToolBook | None = None,
     ) -> None:
         self._w = wiring
         self._new_id = new_id or (lambda: f"conf_{uuid.uuid4().hex[:16]}")
@@ -75,6 +82,7 @@ class ToolFlow:
         self.approvals = Approvals(wiring, self.track, self.result_from_ledger)
         self.background = BackgroundCalls(wiring, turns, self.track, self.result_from_ledger)
         self._holding = HoldingCues(wiring, turns, wiring.holding)
+        self.client_calls = ClientToolCalls(wiring, client_tools or ClientToolBook())
 
     # -- the session's books ---------------------------------------------------------------------
 
@@ -122,21 +130,30 @@ class ToolFlow:
 
     async def _run_batch(self, event: ToolCallsRequested) -> None:
         try:
-            await self.handle_batch(event)  # answers every call, whatever fails
+            await self.handle_batch(event, self._reported)  # answers every call, whatever fails
         finally:
-            running = self._batches.get(event.response_id, set())
-            running.discard(asyncio.current_task())
-            if not running:  # else a later batch of the same response reports first
-                self._batches.pop(event.response_id, None)
-                held = self._held.pop(event.response_id, None)
-                if held is not None:
-                    done, finish = held
-                    await finish(done)
+            await self._reported(event.response_id)
+
+    async def _reported(self, response_id: str) -> None:
+        """The running batch told the client all it will: the response's end, if held, goes
+        once no other batch of it runs (a later batch of the same response reports first)."""
+        running = self._batches.get(response_id)
+        task = asyncio.current_task()
+        if running is None or task not in running:
+            return  # said already
+        running.discard(task)
+        if not running:
+            self._batches.pop(response_id, None)
+            held = self._held.pop(response_id, None)
+            if held is not None:
+                done, finish = held
+                await finish(done)
 
     def cancel(self, call_ids: Sequence[str]) -> None:
         for call_id in call_ids:
             if self._w.runner.cancel(call_id):
                 _log.info("tool_call_cancelled", call_id=call_id)
+        self.client_calls.cancel(call_ids)
 
     def stop(self) -> None:
         """The session ended: every call and every piece of tool work is cancelled."""
@@ -147,6 +164,7 @@ class ToolFlow:
 
     async def expire_due(self, now: datetime | None = None) -> None:
         await self.approvals.expire_due(now)
+        self.client_calls.expire_due()
 
     def running(self) -> bool:
         return any(not task.done() for task in self._tasks)
@@ -188,17 +206,20 @@ class ToolFlow:
 
     # -- one batch -------------------------------------------------------------------------------
 
-    async def handle_batch(self, event: ToolCallsRequested) -> None:
+    async def handle_batch(
+        self, event: ToolCallsRequested, reported: Reported | None = None
+    ) -> None:
         """Decide, run and answer one batch. Whatever fails, every call gets its
-        ``tool.started``, ``tool.finished``, audit line and one result for the model; unless
-        another node took the session over (``Fenced``): then nothing more is done here."""
+        ``tool.started``, ``tool.finished`` (a call of the client's own tools: its
+        ``client_tool.requested``), audit line and one result for the model; unless another
+        node took the session over (``Fenced``): then nothing more is done here."""
         calls = [
             ToolCall(c.call_id or f"call_{uuid.uuid4().hex}", c.name, c.arguments)
             for c in event.calls
         ]
         progress = _BatchProgress()
         try:
-            await self._handle(calls, progress)
+            await self._handle(calls, progress, event.response_id, reported)
         except Fenced:
             _log.info("tool_batch_fenced", session_id=self._w.ownership.session_id)
             self._w.host.lost()
@@ -206,7 +227,13 @@ class ToolFlow:
             _log.exception("tool_batch_failed")
             await self._fail_rest(calls, progress)
 
-    async def _handle(self, calls: list[ToolCall], progress: _BatchProgress) -> None:
+    async def _handle(
+        self,
+        calls: list[ToolCall],
+        progress: _BatchProgress,
+        response_id: str,
+        reported: Reported | None,
+    ) -> None:
         w = self._w
         # Expiry always goes through one path (client, audit and model told) before decisions,
         # at the same instant the decisions use.
@@ -217,10 +244,20 @@ class ToolFlow:
         executions: list[Execute] = []
         outcomes = progress.outcomes
         opened: list[PendingConfirmation] = []
+        asked: list[ToolCall] = []
         for call in calls:
-            if w.runner.seen(call.call_id):
+            if w.runner.seen(call.call_id) or self.client_calls.is_waiting(call.call_id):
                 progress.skipped.add(call.call_id)
                 continue  # duplicate delivery: it was (or is being) answered once already
+            if self.client_calls.declares(call.tool_id):
+                # The client's own: no policy of ours applies; the client runs it.
+                refused = self.client_calls.ask(call, response_id)
+                if refused is None:
+                    asked.append(call)
+                    progress.asked.add(call.call_id)
+                else:
+                    outcomes[call.call_id] = refused
+                continue
             decision = await self._confirmed_once(self._decide(call, policy, now))
             self._started(call, decision.args, progress)
             if isinstance(decision, Execute):
@@ -257,6 +294,10 @@ class ToolFlow:
         )
         for pending in opened:
             self.approvals.requested(pending)
+        if asked:
+            if reported is not None:
+                await reported(response_id)
+            outcomes.update(await self.client_calls.answers(asked))
         allowed = await w.ownership.deliver(executed)  # each result reaches the model once
         if w.ownership.handed_off:
             return  # the new owner delivers what ran here (it is in the ledger)
@@ -414,7 +455,10 @@ class ToolFlow:
                 continue
             outcome = progress.outcomes.get(call.call_id)
             if outcome is None:
+                asked = call.call_id in progress.asked
                 try:
+                    if asked:  # the client is told no answer is wanted (it has no tool.* events)
+                        self.client_calls.cancel([call.call_id])
                     outcome = w.runner.refuse(
                         call,
                         w.host.caller(),
@@ -422,9 +466,10 @@ class ToolFlow:
                         _GATEWAY_FAILED,
                         reason="internal",
                     )
-                    if call.call_id not in progress.started:
-                        self._started(call, None, progress)
-                    w.host.emit(tool_finished_event(outcome))
+                    if not asked:
+                        if call.call_id not in progress.started:
+                            self._started(call, None, progress)
+                        w.host.emit(tool_finished_event(outcome))
                 except Exception:
                     _log.exception("tool_call_report_failed", call_id=call.call_id)
                     failure = ToolResponse.failure(ToolErrorType.INTERNAL, _GATEWAY_FAILED)
