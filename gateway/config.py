@@ -109,6 +109,9 @@ class Settings(BaseSettings):
     # A client silent this long is pinged; silent as long again, it is dropped (0: never).
     client_keepalive_s: float = Field(default=30.0, ge=0)
     default_instructions: str = "You are a helpful, concise assistant."
+    # Usage priced per million tokens by a JSON file the operator provides (gateway.usage.prices);
+    # no prices are built in.
+    price_table: Path | None = None
 
     # Per-mode budgets (TOOLS.md section 4).
     voice_retrieval_calls: int = 2

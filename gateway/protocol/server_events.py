@@ -8,7 +8,7 @@ the protocol marks optional or conditional is left out when it does not apply:
 - ``response.done``: ``usage``;
 - ``tool.finished``: ``data`` when ``ok``, ``error`` otherwise (never both);
 - ``confirmation.resolved``: ``result`` (only when approved);
-- ``session.ended``: ``detail``;
+- ``session.ended``: ``detail``; ``usage`` (an extension: the session's usage summary);
 - ``session.started``: ``recovery`` (an extension: only for a session rebuilt after its node
   stopped);
 - ``error``: ``event_id`` (only when a client event caused it).
@@ -395,11 +395,14 @@ class SessionEnded:
 
     reason: EndReason
     detail: str | None = None
+    usage: JsonObject | None = None
 
     def to_dict(self) -> JsonObject:
         body: JsonObject = {"type": self.TYPE, "reason": self.reason}
         if self.detail is not None:
             body["detail"] = self.detail
+        if self.usage is not None:
+            body["usage"] = self.usage
         return body
 
 

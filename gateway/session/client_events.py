@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from gateway.audio import is_speech
-from gateway.audio.convert import AudioConverter
+from gateway.audio.convert import AudioConverter, bytes_per_sample
 from gateway.clock import Clock
 from gateway.protocol import (
     AudioAppend,
@@ -92,6 +92,8 @@ class ClientEvents:
         self.budget = TokenBucket(events_per_s, events_burst)
         self.last_activity = clock.monotonic()
         self._in: AudioConverter | None = None
+        self._usage = conversation.usage  # restored in place, as the intents
+        self._in_ms_per_byte = 0.0
         self._capabilities: Capabilities | None = None
         self._direct = transport if isinstance(transport, DirectAudio) else None
         self._handlers: dict[type, Callable[[Any], Awaitable[None]]] = {
@@ -115,6 +117,7 @@ class ClientEvents:
         self._in = AudioConverter(
             profile.encoding, profile.input_rate, capabilities.encoding, capabilities.input_rate
         )
+        self._in_ms_per_byte = 1000 / (profile.input_rate * bytes_per_sample(profile.encoding))
 
     # -- the hot path ---------------------------------------------------------------------------
 
@@ -133,6 +136,7 @@ class ClientEvents:
         ):
             return False
         self.last_activity = self._clock.monotonic()
+        self._usage.audio_in_ms += len(pcm) * self._in_ms_per_byte
         assert self._in is not None
         resampled = self._in.process(pcm)
         if resampled:
@@ -179,6 +183,7 @@ class ClientEvents:
             # The user starts talking. A whole utterance in one burst may be answered inside
             # send_audio, before the upstream reports speech, so queued messages go first.
             await self._deliver_pending_messages()
+        self._usage.audio_in_ms += len(pcm) * self._in_ms_per_byte
         resampled = self._in.process(pcm)
         if resampled:
             await self._transport.send_audio(resampled)

@@ -51,6 +51,7 @@ from gateway.store import (
     hash_token,
 )
 from gateway.toolrun import AuditSink, ResultCache
+from gateway.usage import PriceTable
 from transports.base import Transport
 
 __all__ = ["SessionManager", "StartRefused", "TransportFactory"]
@@ -86,9 +87,12 @@ class SessionManager:
     _background: set[asyncio.Task[None]] = field(default_factory=set)
     draining: bool = False
     resumes: Resumes = field(init=False)
+    prices: PriceTable | None = field(init=False)
 
     def __post_init__(self) -> None:
         self.resumes = Resumes(self)
+        path = self.settings.price_table
+        self.prices = None if path is None else PriceTable.load(path)
 
     # -- start -----------------------------------------------------------------------------------
 
@@ -200,6 +204,7 @@ class SessionManager:
             on_lost=self._lost,
             on_end=self._free_in_store,
             client_tools=client_tools,
+            prices=self.prices,
         )
         session.attach(outbound)
         self.sessions[session_id] = session

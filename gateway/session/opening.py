@@ -26,7 +26,15 @@ from gateway.session.ownership import Ownership
 from gateway.session.refusals import StartRefused
 from gateway.session.session import Session, SessionUser
 from gateway.store import SessionRecord, SessionSnapshot, SessionStore
-from gateway.toolrun import AuditSink, ModeBudget, ResultCache, ToolRunner
+from gateway.toolrun import (
+    AuditRecord,
+    AuditSink,
+    ModeBudget,
+    ResultCache,
+    ToolRunner,
+    UsageRecord,
+)
+from gateway.usage import PriceTable, SessionUsage
 from transports.base import ToolDeclaration, Transport, TransportError, UpstreamConfig
 
 __all__ = ["open_session", "session_setup"]
@@ -175,6 +183,24 @@ async def _connect(
     return transport
 
 
+class _CountingAudit:
+    """The session's runner writes exactly one audit record per call the model made, with
+    the outcome the model received: the session's usage counts them there."""
+
+    __slots__ = ("_inner", "_usage")
+
+    def __init__(self, inner: AuditSink, usage: SessionUsage) -> None:
+        self._inner = inner
+        self._usage = usage
+
+    def record(self, record: AuditRecord) -> None:
+        self._usage.add_tool_call(record.outcome)
+        self._inner.record(record)
+
+    def session_usage(self, record: UsageRecord) -> None:
+        self._inner.session_usage(record)
+
+
 async def open_session(
     session_id: str,
     setup: SessionSnapshot,
@@ -195,6 +221,7 @@ async def open_session(
     on_lost: Callable[[Session], None],
     on_end: Callable[[Session], Awaitable[None]],
     client_tools: tuple[ClientToolDeclaration, ...] = (),
+    prices: PriceTable | None = None,
 ) -> Session:
     """Connect the upstream and build the session (not attached, no loops yet);
     ``client_tools``: checked already (``session_setup``)."""
@@ -205,10 +232,11 @@ async def open_session(
         "voice": settings.budget("voice"),
         "text": settings.budget("text"),
     }
+    usage = SessionUsage()
     runner = ToolRunner(
         registry,
         data_dir=settings.data_dir,
-        audit=audit,
+        audit=_CountingAudit(audit, usage),
         clock=clock,
         cache=cache,
         budgets=budgets,
@@ -239,6 +267,9 @@ async def open_session(
         on_end=on_end,
         holding=HoldingPolicy(settings.holding_cue, settings.holding_line),
         client_tools=ClientToolBook(client_tools, settings.client_tool_timeout_s),
+        audit=audit,
+        prices=prices,
+        usage=usage,
     )
     session.upstream_ready()
 

@@ -53,7 +53,8 @@ from gateway.session.tool_events import ToolWiring
 from gateway.session.toolflow import ToolFlow
 from gateway.session.upstream_events import UpstreamEvents
 from gateway.store import SessionSnapshot
-from gateway.toolrun import Caller, ModeBudget, ToolRunner
+from gateway.toolrun import AuditSink, Caller, ModeBudget, ToolRunner, UsageRecord
+from gateway.usage import PriceTable, SessionUsage, UsageReporter
 from tools._core import Intent
 from transports.base import ConversationItem, Transport
 from transports.twilio.g711 import ulaw_encode
@@ -95,6 +96,9 @@ class Session:
         on_end: Callable[[Session], Awaitable[None]] | None = None,
         holding: HoldingPolicy = NO_HOLDING,
         client_tools: ClientToolBook | None = None,
+        audit: AuditSink | None = None,
+        prices: PriceTable | None = None,
+        usage: SessionUsage | None = None,
     ) -> None:
         """``setup`` is a fresh snapshot for a new session, or a stored one being resumed;
         ``client_tools``: the tools its client declared (a snapshot does not hold them).
@@ -110,8 +114,11 @@ class Session:
         self.metrics = metrics
         self._budgets = budgets
         self.profile = Profile.of(setup)
-        self.conversation = Conversation(confirmation_ttl_s)
+        # ``usage``: the account the session's runner counts tool calls into.
+        self.conversation = Conversation(confirmation_ttl_s, usage=usage or SessionUsage())
         restore(self.conversation, setup)
+        self.usage = UsageReporter(self.conversation.usage, self.profile, metrics, prices)
+        self._audit = audit
         self.state = SessionState.STARTING
         self.outbound: Outbound | None = None
         self.resume_token_hash = ""
@@ -140,6 +147,7 @@ class Session:
             transport=transport,
             metrics=metrics,
             clock=clock,
+            usage=self.usage,
         )
         self.client = ClientEvents(
             self,
@@ -340,7 +348,20 @@ class Session:
         self.end_reason = reason
         self.ended.set()
         self.metrics.sessions_ended.labels(reason.value).inc()
-        self.emit(SessionEnded(reason=reason, detail=detail))
+        usage = self.usage.summary()
+        if self._audit is not None:
+            self._audit.session_usage(
+                UsageRecord(
+                    session_id=self.session_id,
+                    user_id=self.user.user_id,
+                    tenant=self.user.tenant,
+                    provider=self.profile.provider,
+                    mode=self.profile.mode,
+                    reason=reason.value,
+                    usage=usage,
+                )
+            )
+        self.emit(SessionEnded(reason=reason, detail=detail, usage=usage))
         self.tools.stop()
         self._closing = asyncio.create_task(self._close_upstream(reason))
         await self._closing

@@ -37,6 +37,7 @@ from gateway.session.outbound import Outbound
 from gateway.session.playback import PlaybackCursor
 from gateway.session.snapshot import Conversation, Profile
 from gateway.session.toolflow import ToolFlow
+from gateway.usage import UsageReporter
 from transports import events as up
 from transports.base import Capabilities, ConversationItem, DirectAudio, Transport
 
@@ -73,8 +74,10 @@ class UpstreamEvents:
         transport: Transport,
         metrics: Metrics,
         clock: Clock,
+        usage: UsageReporter,
     ) -> None:
         self._host = host
+        self._usage = usage
         self._profile = profile
         self._conversation = conversation
         self._intents = conversation.intents  # restored in place: the same object for good
@@ -237,6 +240,7 @@ class UpstreamEvents:
         if host.ended.is_set():
             return
         spoken, status = self.cursor.done(event.response_id, event.status)
+        self._usage.response_done(event.usage, 0.0 if spoken is None else spoken.audio_ms)
         if self.cursor.current is None:
             self.idle.set()
         if spoken is not None and not spoken.interrupted and self._out is not None:
