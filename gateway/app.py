@@ -19,8 +19,9 @@ from gateway.admission import Admission
 from gateway.audio.resample import design_resamplers
 from gateway.clock import Clock, SystemClock
 from gateway.config import Settings, is_loopback
+from gateway.errors import ConfigError
 from gateway.node import NodeRuntime, new_node_id
-from gateway.observability import Metrics, configure_logging
+from gateway.observability import Metrics, Tracing, configure_logging, tracing_from_environment
 from gateway.protocol import ALLOWED_SAMPLE_RATES
 from gateway.providers import configured_models, make_transport, warm_up_upstreams
 from gateway.registry import Registry, load_registry
@@ -41,8 +42,10 @@ def build_server(
     transports: TransportFactory = make_transport,
     audit: AuditSink | None = None,
     store: SessionStore | None = None,
+    tracing: Tracing | None = None,
 ) -> GatewayServer:
-    """The whole gateway; tests and benchmarks swap in their registry, transports, sinks."""
+    """The whole gateway; tests and benchmarks swap in their registry, transports, sinks.
+    ``tracing``: None, tracing off (``gateway serve`` reads the ``OTEL_*`` variables)."""
     registry = registry if registry is not None else load_registry(settings.registry_path())
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     clock = SystemClock()
@@ -61,6 +64,7 @@ def build_server(
         cache=ResultCache(clock),
         store=store,
         node_id=node_id,
+        tracing=tracing,
     )
     admission = Admission(
         settings, clock=clock, sessions_open=lambda: len(manager.sessions), store=store
@@ -102,13 +106,13 @@ def build_store(
     )
 
 
-async def serve(settings: Settings) -> None:
+async def serve(settings: Settings, tracing: Tracing | None = None) -> None:
     # The resampler's matrix products are small: BLAS threads only add hand-offs between
     # cores (twice the CPU per chunk, measured pinned) to a process that is one event loop.
     threadpool_limits(limits=1, user_api="blas")
     # The resamplers' matrices from the shipped designs, before serving, not in a session's start.
     design_resamplers(ALLOWED_SAMPLE_RATES)
-    server = build_server(settings)
+    server = build_server(settings, tracing=tracing)
     # Sessions are ended by drain(); what is left (sockets that never started) gets little time.
     runner = server.runner()
     try:
@@ -158,6 +162,8 @@ async def serve(settings: Settings) -> None:
             await metrics_runner.cleanup()
         if isinstance(server.manager.audit, StructlogAuditSink):
             server.manager.audit.flush()  # records of the last moments are kept too
+        if tracing is not None:
+            tracing.shutdown()  # the spans still in the batch are exported
     _log.info("gateway_stopped")
 
 
@@ -195,7 +201,11 @@ def tune_gc() -> None:
 
 def run() -> int:
     settings = Settings.load()
-    configure_logging(settings.log_format, settings.log_level)
+    try:
+        tracing = tracing_from_environment()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    configure_logging(settings.log_format, settings.log_level, trace_ids=tracing is not None)
     if settings.auth == "none" and not is_loopback(settings.host):  # also checked by Settings
         raise SystemExit("GATEWAY_AUTH=none is only allowed on a loopback address")
     if settings.worker_count() > 1:
@@ -203,7 +213,7 @@ def run() -> int:
 
         return supervise(settings)
     with asyncio.Runner(loop_factory=event_loop_factory(settings.event_loop)) as runner:
-        runner.run(serve(settings))
+        runner.run(serve(settings, tracing))
     return 0
 
 

@@ -11,7 +11,7 @@ fi
 STAMP=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
 if [ ! -f "$STAMP" ]; then
     .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,fakes,redis]'
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,fakes,redis,otlp]'
     rm -f .venv/.installed-*
     touch "$STAMP"
 fi

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -89,6 +90,7 @@ class CodecShell(ABC, Generic[C]):
         if planned or progress() != self._progress_mark:
             self._attempts_used = 0
         last_error = reason
+        lost_at = time.monotonic()
         while self._attempts_used < attempts:
             self._attempts_used += 1
             await asyncio.sleep(delay(self._attempts_used))
@@ -105,7 +107,8 @@ class CodecShell(ABC, Generic[C]):
                     break
                 continue
             self._progress_mark = progress()
-            self._queue.put_nowait(ev.UpstreamRecovered(self._attempts_used))
+            recovered = ev.UpstreamRecovered(self._attempts_used, time.monotonic() - lost_at)
+            self._queue.put_nowait(recovered)
             return True
         self._queue.put_nowait(
             ev.UpstreamFailed(

@@ -143,6 +143,8 @@ class UpstreamRecovered:
     """The transport reconnected by itself; the client must not notice."""
 
     attempts: int
+    # From the loss to the new connection's readiness (a trace's reconnect span).
+    downtime_s: float = 0.0
     type: Literal["upstream.recovered"] = "upstream.recovered"
 
 

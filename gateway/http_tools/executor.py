@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
+from opentelemetry.trace import SpanKind, Status, StatusCode
 from yarl import URL
 
 from gateway.http_tools.request_plan import PreparedRequest, prepare_request
@@ -143,6 +144,38 @@ class HttpToolHandler:
         headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
         if request.body is not None:
             headers["Content-Type"] = "application/json"
+        if ctx.trace is None:
+            return await self._exchange(session, request, headers, token, remaining, ctx)
+        # The request's own span; its traceparent carries the trace into the API. The path's
+        # template, never the path: arguments fill it.
+        url = request.url
+        attributes = {
+            "http.request.method": request.method,
+            "server.address": url.host or "",
+            "server.port": url.port or 0,
+            "url.template": self.section.path,
+            "gateway.tool.id": self.tool_id,
+        }
+        with ctx.trace.child(
+            f"{request.method} {self.section.path}", kind=SpanKind.CLIENT, attributes=attributes
+        ) as span:
+            headers.update(ctx.trace.headers(span))
+            answer = await self._exchange(session, request, headers, token, remaining, ctx)
+            if isinstance(answer, ApiAnswer):
+                span.set_attribute("http.response.status_code", answer.status)
+                if answer.status >= 400:
+                    span.set_status(Status(StatusCode.ERROR, str(answer.status)))
+            return answer
+
+    async def _exchange(
+        self,
+        session: aiohttp.ClientSession,
+        request: PreparedRequest,
+        headers: dict[str, str],
+        token: str,
+        remaining: float,
+        ctx: ToolContext,
+    ) -> ApiAnswer | ToolResponse:
         limit = self.section.max_response_bytes
         try:
             async with session.request(

@@ -9,14 +9,19 @@ from typing import Literal
 
 import structlog
 
+from gateway.observability.tracing import log_trace_ids
 from gateway.toolrun.audit import AUDIT_LOGGER
 
 __all__ = ["configure_logging"]
 
 
-def configure_logging(fmt: Literal["json", "console"], level: str = "info") -> None:
+def configure_logging(
+    fmt: Literal["json", "console"], level: str = "info", *, trace_ids: bool = False
+) -> None:
+    """``trace_ids`` (tracing on): each line written inside a span carries its ids."""
     shared: list[structlog.types.Processor] = [
         structlog.contextvars.merge_contextvars,
+        *([log_trace_ids] if trace_ids else []),
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),

@@ -205,6 +205,8 @@ class Approvals:
     # -- events to the client ----------------------------------------------------------------
 
     def requested(self, pending: PendingConfirmation) -> None:
+        if self._w.trace is not None:
+            self._w.trace.confirmation_asked(pending.confirmation_id, pending.tool_id)
         self._w.host.emit(
             ConfirmationRequested(
                 confirmation_id=pending.confirmation_id,
@@ -225,6 +227,8 @@ class Approvals:
     ) -> None:
         if decision is ConfirmationOutcome.APPROVED:
             self._w.metrics.confirmations.labels("approved").inc()
+        if self._w.trace is not None:
+            self._w.trace.confirmation_resolved(pending.confirmation_id, decision.value)
         self._w.host.emit(
             ConfirmationResolved(
                 confirmation_id=pending.confirmation_id,

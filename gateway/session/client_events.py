@@ -42,6 +42,7 @@ from gateway.session.playback import PlaybackCursor
 from gateway.session.ratelimit import TokenBucket
 from gateway.session.snapshot import Conversation, Profile
 from gateway.session.toolflow import ToolFlow
+from gateway.session.trace import SessionTrace
 from transports.base import Capabilities, ConversationItem, DirectAudio, Transport
 
 __all__ = ["ClientEvents", "ClientHost"]
@@ -79,8 +80,10 @@ class ClientEvents:
         cursor: PlaybackCursor,
         events_per_s: float,
         events_burst: int,
+        trace: SessionTrace | None = None,
     ) -> None:
         self._host = host
+        self._trace = trace
         self._profile = profile
         self._conversation = conversation
         self._intents = conversation.intents  # restored in place: the same object for good
@@ -192,12 +195,16 @@ class ClientEvents:
         await self._user_audio(event.audio, event.event_id)
 
     async def _text(self, event: TextSend) -> None:
+        if self._trace is not None:
+            self._trace.turn_started("text")
         self._conversation.history.append(ConversationItem("user", event.text))
         self._host.boundary()  # saved before the reply: a crash loses at most this turn
         await self.start_user_turn(event.text)
         await self._transport.send_text(event.text)
 
     async def _commit(self, _: AudioCommit) -> None:
+        if self._trace is not None:
+            self._trace.turn_started("commit")
         await self.start_user_turn("")
         await self._transport.commit_audio()
 

@@ -19,7 +19,7 @@ import structlog
 
 from gateway.clock import Clock
 from gateway.config import Settings
-from gateway.observability import Metrics
+from gateway.observability import Metrics, Tracing
 from gateway.protocol import (
     AudioFormat,
     ClientToolDeclaration,
@@ -86,6 +86,8 @@ class SessionManager:
     _finishing: set[Session] = field(default_factory=set)
     _background: set[asyncio.Task[None]] = field(default_factory=set)
     draining: bool = False
+    # With tracing on, the process's tracer (gateway.observability.tracing); None: off.
+    tracing: Tracing | None = None
     resumes: Resumes = field(init=False)
     prices: PriceTable | None = field(init=False)
 
@@ -205,6 +207,7 @@ class SessionManager:
             on_end=self._free_in_store,
             client_tools=client_tools,
             prices=self.prices,
+            tracing=self.tracing,
         )
         session.attach(outbound)
         self.sessions[session_id] = session

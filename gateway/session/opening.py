@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
 from gateway.clock import Clock
 from gateway.config import Settings
-from gateway.observability import Metrics
+from gateway.observability import Metrics, Tracing
 from gateway.protocol import (
     ClientToolDeclaration,
     EndReason,
@@ -25,6 +26,7 @@ from gateway.session.holding_policy import HoldingPolicy
 from gateway.session.ownership import Ownership
 from gateway.session.refusals import StartRefused
 from gateway.session.session import Session, SessionUser
+from gateway.session.trace import SessionTrace
 from gateway.store import SessionRecord, SessionSnapshot, SessionStore
 from gateway.toolrun import (
     AuditRecord,
@@ -222,12 +224,30 @@ async def open_session(
     on_end: Callable[[Session], Awaitable[None]],
     client_tools: tuple[ClientToolDeclaration, ...] = (),
     prices: PriceTable | None = None,
+    tracing: Tracing | None = None,
 ) -> Session:
     """Connect the upstream and build the session (not attached, no loops yet);
     ``client_tools``: checked already (``session_setup``)."""
-    transport = await _connect(
-        setup, user, session_id, event_id, settings, registry, transports, client_tools
-    )
+    trace = None
+    if tracing is not None:
+        trace = SessionTrace(
+            tracing,
+            session_id=session_id,
+            provider=setup.provider,
+            mode=setup.mode,
+            epoch=epoch,
+        )
+    connecting_ns = time.time_ns()
+    try:
+        transport = await _connect(
+            setup, user, session_id, event_id, settings, registry, transports, client_tools
+        )
+    except BaseException:
+        if trace is not None:
+            trace.ended("upstream_failed")
+        raise
+    if trace is not None:
+        trace.upstream_connected(connecting_ns, provider=setup.provider)
     budgets: dict[Literal["voice", "text"], ModeBudget] = {
         "voice": settings.budget("voice"),
         "text": settings.budget("text"),
@@ -241,6 +261,7 @@ async def open_session(
         cache=cache,
         budgets=budgets,
         observer=metrics,
+        tracing=tracing,
     )
     session = Session(
         session_id=session_id,
@@ -270,6 +291,7 @@ async def open_session(
         audit=audit,
         prices=prices,
         usage=usage,
+        trace=trace,
     )
     session.upstream_ready()
 

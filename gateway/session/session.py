@@ -51,6 +51,7 @@ from gateway.session.snapshot import Conversation, Profile, restore, snapshot
 from gateway.session.states import SessionState, transition
 from gateway.session.tool_events import ToolWiring
 from gateway.session.toolflow import ToolFlow
+from gateway.session.trace import SessionTrace
 from gateway.session.upstream_events import UpstreamEvents
 from gateway.store import SessionSnapshot
 from gateway.toolrun import AuditSink, Caller, ModeBudget, ToolRunner, UsageRecord
@@ -99,6 +100,7 @@ class Session:
         audit: AuditSink | None = None,
         prices: PriceTable | None = None,
         usage: SessionUsage | None = None,
+        trace: SessionTrace | None = None,
     ) -> None:
         """``setup`` is a fresh snapshot for a new session, or a stored one being resumed;
         ``client_tools``: the tools its client declared (a snapshot does not hold them).
@@ -127,7 +129,11 @@ class Session:
         self.started_at = clock.monotonic()
         self._closing: asyncio.Task[None] | None = None
         self._ending: asyncio.Task[None] | None = None
+        self.trace = trace
         self._log = _log.bind(session_id=session_id, user_id=user.user_id)
+        if trace is not None:  # its log lines name the session's trace
+            context = trace.session_span.get_span_context()
+            self._log = self._log.bind(trace_id=format(context.trace_id, "032x"))
         self.ownership = ownership
         # A phone call's media stream cannot move to another node (a drain lets it finish), nor
         # can the tools a client declared (a snapshot does not hold them).
@@ -136,7 +142,16 @@ class Session:
         self._on_lost = on_lost
         self._on_end = on_end
         wiring = ToolWiring(
-            self, registry, runner, clock, metrics, transport, self.conversation, ownership, holding
+            self,
+            registry,
+            runner,
+            clock,
+            metrics,
+            transport,
+            self.conversation,
+            ownership,
+            holding,
+            trace,
         )
         self.tools = ToolFlow(wiring, self, client_tools=client_tools)
         self.upstream = UpstreamEvents(
@@ -148,6 +163,7 @@ class Session:
             metrics=metrics,
             clock=clock,
             usage=self.usage,
+            trace=trace,
         )
         self.client = ClientEvents(
             self,
@@ -160,6 +176,7 @@ class Session:
             cursor=self.upstream.cursor,
             events_per_s=client_events_per_s,
             events_burst=client_events_burst,
+            trace=trace,
         )
 
     # -- state the other parts of the gateway read ---------------------------------------------
@@ -227,6 +244,7 @@ class Session:
             turn=self.conversation.turn.number,
             auth_token=self.user.token,
             tenant=self.user.tenant,
+            trace_parent=None if self.trace is None else self.trace.tool_parent(),
         )
 
     def call_policy(self) -> CallPolicy:
@@ -362,6 +380,8 @@ class Session:
                 )
             )
         self.emit(SessionEnded(reason=reason, detail=detail, usage=usage))
+        if self.trace is not None:
+            self.trace.ended(reason.value)
         self.tools.stop()
         self._closing = asyncio.create_task(self._close_upstream(reason))
         await self._closing
@@ -373,6 +393,8 @@ class Session:
         self.ownership.handed_off = True
         if self.ended.is_set():
             return
+        if self.trace is not None:
+            self.trace.ended("handed_off")
         self.state = transition(self.state, "end")
         self.ended.set()  # readers and timers stop; emit drops everything
         self.tools.client_calls.let_go()  # no answer of the client can reach them here

@@ -15,6 +15,7 @@ from gateway.registry import Registry
 from gateway.session.holding_policy import NO_HOLDING, HoldingPolicy
 from gateway.session.ownership import Ownership
 from gateway.session.snapshot import Conversation
+from gateway.session.trace import SessionTrace
 from gateway.toolrun import Caller, CallOutcome, ToolCall, ToolRunner
 from tools._core import Intent
 from transports.base import Transport
@@ -49,6 +50,8 @@ class ToolWiring:
     conversation: Conversation
     ownership: Ownership
     holding: HoldingPolicy = NO_HOLDING
+    # With tracing on, the session's spans (a confirmation's wait is one).
+    trace: SessionTrace | None = None
 
 
 def tool_started_event(

@@ -37,6 +37,7 @@ from gateway.session.outbound import Outbound
 from gateway.session.playback import PlaybackCursor
 from gateway.session.snapshot import Conversation, Profile
 from gateway.session.toolflow import ToolFlow
+from gateway.session.trace import SessionTrace
 from gateway.usage import UsageReporter
 from transports import events as up
 from transports.base import Capabilities, ConversationItem, DirectAudio, Transport
@@ -75,8 +76,10 @@ class UpstreamEvents:
         metrics: Metrics,
         clock: Clock,
         usage: UsageReporter,
+        trace: SessionTrace | None = None,
     ) -> None:
         self._host = host
+        self._trace = trace
         self._usage = usage
         self._profile = profile
         self._conversation = conversation
@@ -178,6 +181,8 @@ class UpstreamEvents:
         await self._tools.wait_for_cancelled()
         self.idle.clear()
         self.cursor.start(event.response_id).aside = event.aside
+        if self._trace is not None:
+            self._trace.response_started(event.response_id, aside=event.aside)
         self._host.emit(ResponseStarted(response_id=event.response_id))
 
     async def _text_delta(self, event: up.TextDelta) -> None:
@@ -216,6 +221,8 @@ class UpstreamEvents:
             self._host.boundary()
 
     async def _speech_started(self, _: up.SpeechStarted) -> None:
+        if self._trace is not None:
+            self._trace.turn_started("speech")
         barge = self.cursor.barge_in(
             self._clock.monotonic(), can_truncate=self._transport.capabilities.truncation
         )
@@ -240,7 +247,9 @@ class UpstreamEvents:
         if host.ended.is_set():
             return
         spoken, status = self.cursor.done(event.response_id, event.status)
-        self._usage.response_done(event.usage, 0.0 if spoken is None else spoken.audio_ms)
+        tokens = self._usage.response_done(event.usage, 0.0 if spoken is None else spoken.audio_ms)
+        if self._trace is not None:
+            self._trace.response_done(event.response_id, status, tokens)
         if self.cursor.current is None:
             self.idle.set()
         if spoken is not None and not spoken.interrupted and self._out is not None:
@@ -269,6 +278,8 @@ class UpstreamEvents:
     # -- tools and the upstream's health -----------------------------------------------------------
 
     async def _tool_calls(self, event: up.ToolCallsRequested) -> None:
+        if self._trace is not None:
+            self._trace.tool_calls_requested(event.response_id)
         self._tools.start_batch(event)
 
     async def _tool_calls_cancelled(self, event: up.ToolCallsCancelled) -> None:
@@ -277,8 +288,10 @@ class UpstreamEvents:
     async def _failed(self, event: up.UpstreamFailed) -> None:
         await self._host.end(EndReason.UPSTREAM_FAILED, event.message)
 
-    async def _recovered(self, _: up.UpstreamRecovered) -> None:
+    async def _recovered(self, event: up.UpstreamRecovered) -> None:
         self._metrics.upstream_reconnects.inc()
+        if self._trace is not None:
+            self._trace.upstream_recovered(event.attempts, event.downtime_s)
 
     async def _notice(self, event: up.UpstreamNotice) -> None:
         _log.info("upstream_notice", code=event.code, detail=event.message)

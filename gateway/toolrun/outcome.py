@@ -32,6 +32,8 @@ class Caller:
     turn: int = 0
     auth_token: str | None = field(default=None, repr=False)
     tenant: str | None = None
+    # With tracing on, the span the call's span belongs under (the turn's); None off.
+    trace_parent: Any = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,9 +15,10 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
+from opentelemetry.trace import use_span
 
 from gateway.clock import Clock, SystemClock
 from gateway.registry import Registry, ToolSpec
@@ -33,8 +34,14 @@ from gateway.toolrun.cache import ResultCache
 from gateway.toolrun.limits import DEFAULT_BUDGETS, Mode, ModeBudget
 from gateway.toolrun.outcome import Caller, CallOutcome, ToolCall
 from gateway.toolrun.projection import project
+from gateway.toolrun.spans import end_call_span, start_call_span
 from tools._core import EnvelopeError, ToolContext, ToolError, ToolErrorType, ToolResponse
 from tools._core import normalize_envelope as _normalize
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
+    from gateway.observability.tracing import Tracing
 
 __all__ = ["RunObserver", "ToolRunner"]
 
@@ -61,6 +68,7 @@ class ToolRunner:
         budgets: Mapping[Mode, ModeBudget] = DEFAULT_BUDGETS,
         observer: RunObserver | None = None,
         dedupe_window: int = 1024,
+        tracing: Tracing | None = None,
     ) -> None:
         self.registry = registry
         self._data_dir = data_dir
@@ -69,6 +77,7 @@ class ToolRunner:
         self._cache = cache
         self._budgets = budgets
         self._observer = observer
+        self._tracing = tracing
         self._dedupe_window = dedupe_window
         # call id → the future of its outcome; finished ones kept (bounded) to answer duplicates.
         self._calls: OrderedDict[str, asyncio.Future[CallOutcome]] = OrderedDict()
@@ -97,13 +106,18 @@ class ToolRunner:
             return replace(first, duplicate=True)
         future: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
         self._remember(call.call_id, future)
+        span = None if self._tracing is None else start_call_span(self._tracing, call, caller)
         try:
-            outcome = await self._run_once(call, caller, decision)
-        except BaseException:
+            outcome = await self._run_once(call, caller, decision, span)
+        except BaseException as exc:
             # Our own task was cancelled (session closing): duplicates waiting on it see that.
             future.cancel()
+            if span is not None:
+                end_call_span(span, None, type(exc).__name__)
             raise
         future.set_result(outcome)
+        if span is not None:
+            end_call_span(span, outcome)
         return outcome
 
     async def run_batch(
@@ -155,6 +169,11 @@ class ToolRunner:
         """A call answered without running: shaped, audited and counted like any other."""
         response = ToolResponse.failure(error_type, message, **extra)
         outcome = self._finish(call, caller, response, arguments, 0.0, decision, reason=reason)
+        if self._tracing is not None:
+            span = start_call_span(self._tracing, call, caller)
+            if reason is not None:  # a budget's or a rule's name: words safe for logs
+                span.set_attribute("gateway.tool.block_reason", reason)
+            end_call_span(span, outcome)
         if call.call_id not in self._calls:
             done: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
             done.set_result(outcome)
@@ -237,7 +256,7 @@ class ToolRunner:
         return await self.run(call, caller, decision=decision)
 
     async def _run_once(
-        self, call: ToolCall, caller: Caller, decision: AuditDecision
+        self, call: ToolCall, caller: Caller, decision: AuditDecision, span: Span | None = None
     ) -> CallOutcome:
         spec = self.registry.get(call.tool_id)
         if spec is None:
@@ -266,7 +285,7 @@ class ToolRunner:
                 return self._finish(call, caller, cached, args, 0.0, AuditDecision.CACHED)
 
         started = self._clock.monotonic()
-        response = await self._execute(spec, call, caller, args)
+        response = await self._execute(spec, call, caller, args, span)
         duration_ms = (self._clock.monotonic() - started) * 1000.0
         if response is None:  # cancelled by the provider
             failure = ToolResponse.failure(
@@ -285,7 +304,12 @@ class ToolRunner:
         return self._finish(call, caller, response, args, duration_ms, decision)
 
     async def _execute(
-        self, spec: ToolSpec, call: ToolCall, caller: Caller, args: dict[str, Any]
+        self,
+        spec: ToolSpec,
+        call: ToolCall,
+        caller: Caller,
+        args: dict[str, Any],
+        span: Span | None = None,
     ) -> ToolResponse | None:
         """Run the handler under its hard deadline. None means the provider cancelled it."""
         if call.call_id in self._cancel_requested:  # cancelled while it waited its turn
@@ -304,6 +328,7 @@ class ToolRunner:
             tenant=caller.tenant,
             catalog=self.registry,
             logger=_log.bind(session_id=caller.session_id, call_id=call.call_id, tool=spec.tool_id),
+            trace=None if span is None or self._tracing is None else self._tracing.tool_trace(span),
         )
         # The handler runs in this task (a task of its own would cost two task switches per
         # call): ``cancel`` cancels this task, and only the handler's await sees it.
@@ -313,7 +338,11 @@ class ToolRunner:
         timeout_s = self.hard_timeout_ms(spec, caller.mode) / 1000.0
         try:
             async with asyncio.timeout(timeout_s):
-                result = await spec.handler(args, ctx)
+                if span is None:
+                    result = await spec.handler(args, ctx)
+                else:  # current while the handler runs: its log lines carry the span's ids
+                    with use_span(span, end_on_exit=False, record_exception=False):
+                        result = await spec.handler(args, ctx)
             if call.call_id in self._cancel_requested:
                 current.uncancel()  # the handler swallowed the cancellation: its result stands
         except TimeoutError:

@@ -58,14 +58,16 @@ class UsageReporter:
         p = self._profile
         return self._counters.model_labels(p.provider, p.mode, p.model)
 
-    def response_done(self, raw_usage: Any, audio_out_ms: float) -> None:
-        """A response ended: its tokens as the upstream reported them, and its audio."""
+    def response_done(self, raw_usage: Any, audio_out_ms: float) -> TokenCounts:
+        """A response ended: its tokens as the upstream reported them (returned), and its
+        audio."""
         tokens = token_counts(raw_usage)
         self.usage.add_response(tokens, audio_out_ms)
         labels = self.labels()
         self._counters.count_usage(labels, tokens)
         self._counters.count_audio(labels[0], "out", audio_out_ms / 1000)
         self._flush_audio_in(labels[0])
+        return tokens
 
     def summary(self) -> dict[str, Any]:
         """The session's sums (``SessionUsage.as_json``), with ``model`` and, given a price

@@ -18,6 +18,7 @@ from redis_kit import RedisServer
 from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
 from gateway.app import build_server
 from gateway.config import Settings
+from gateway.observability import Tracing
 from gateway.providers import make_transport
 from gateway.registry import Registry
 from gateway.session.manager import TransportFactory
@@ -36,6 +37,7 @@ async def gateway_factory(full_registry: Registry, tmp_path: Path) -> AsyncItera
         registry: Registry | None = None,
         transports: TransportFactory = make_transport,
         store: MemoryStore | None = None,
+        tracing: Tracing | None = None,
         **overrides: Any,
     ) -> Gateway:
         options: dict[str, Any] = {
@@ -53,6 +55,7 @@ async def gateway_factory(full_registry: Registry, tmp_path: Path) -> AsyncItera
             transports=transports,
             audit=audit,
             store=store,
+            tracing=tracing,
         )
         manager, metrics = server.manager, server.metrics
         runner = server.runner()

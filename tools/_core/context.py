@@ -35,3 +35,6 @@ class ToolContext:
     tenant: str | None = None
     catalog: ToolCatalog | None = None
     logger: Any = field(default_factory=lambda: structlog.get_logger("tool"))
+    # With tracing on, the call's trace (``gateway.observability.tracing.ToolTrace``): child
+    # spans of the handler's own work, and the ``traceparent`` for the APIs it calls. None off.
+    trace: Any = None

@@ -1,0 +1,176 @@
+"""The spans of one session, with tracing on (``gateway.observability.tracing``).
+
+A session is a tree::
+
+    gateway.session                      while the session lives on this node
+      gateway.upstream.connect           opening the upstream (its setup included)
+      gateway.upstream.reconnect         a transparent reconnect: the loss to the new session
+      gateway.turn                       user speech or a message → the reply that ends it
+        gateway.response                 each response of the model in the turn
+        gateway.tool_call                each call (``gateway.toolrun.spans``)
+          GET /patients/{id}/…           an HTTP tool's request (``gateway.http_tools``)
+        gateway.confirmation             asked → approved, rejected or expired
+
+A turn starts with the user's input (a message, the model hearing speech, an audio commit) and
+ends with the first response that calls no tool (the reply), or when the user barges in (it
+ends ``interrupted``), or with the session. Tool calls are children of the turn they were made
+in; a confirmation's wait too, even when it is answered turns later. A session that moves to
+another node ends its span here (``handed_off``) and the new node opens one of its own (a
+resume) under the same session id.
+
+Attributes are ids, counts, statuses and names the code chose; never text, audio, arguments,
+results or credentials.
+"""
+
+from __future__ import annotations
+
+import time
+
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from gateway.observability.tracing import Tracing
+from gateway.usage import TokenCounts
+
+__all__ = ["SessionTrace"]
+
+
+class SessionTrace:
+    def __init__(
+        self, tracing: Tracing, *, session_id: str, provider: str, mode: str, epoch: int
+    ) -> None:
+        """``epoch``: 1 for a new session; more for one resumed on this node after it ran
+        on another (or on this one, before it was parked)."""
+        self._tracing = tracing
+        self.session_span = tracing.start(
+            "gateway.session",
+            kind=SpanKind.SERVER,
+            attributes={
+                "gateway.session.id": session_id,
+                "gateway.provider": provider,
+                "gateway.mode": mode,
+                "gateway.session.epoch": epoch,
+            },
+        )
+        self.turn: Span | None = None
+        self._turns = 0
+        # Each open response: its span, its turn's (None: outside any), and whether it is said
+        # aside (a holding line, which never ends a turn).
+        self._responses: dict[str, tuple[Span, Span | None, bool]] = {}
+        self._with_calls: set[str] = set()
+        self._confirmations: dict[str, Span] = {}
+
+    # -- the upstream ------------------------------------------------------------------------
+
+    def upstream_connected(self, started_ns: int, *, provider: str) -> None:
+        span = self._child(
+            "gateway.upstream.connect", {"gateway.provider": provider}, start_time_ns=started_ns
+        )
+        span.end()
+
+    def upstream_recovered(self, attempts: int, downtime_s: float) -> None:
+        started = time.time_ns() - int(downtime_s * 1e9)
+        span = self._child(
+            "gateway.upstream.reconnect",
+            {"gateway.upstream.attempts": attempts},
+            start_time_ns=started,
+        )
+        span.end()
+
+    # -- turns and responses -----------------------------------------------------------------
+
+    def turn_started(self, source: str) -> None:
+        """``source``: ``text``, ``speech`` (the model heard it) or ``commit``. A turn still
+        open ends: ``interrupted`` when the user spoke over its reply (a barge-in), else
+        ``superseded``."""
+        if self.turn is not None:
+            replying = any(turn is self.turn for _, turn, _ in self._responses.values())
+            barge_in = replying and source == "speech"
+            if barge_in:
+                self.turn.set_attribute("gateway.turn.barge_in", True)
+            self._end_turn("interrupted" if barge_in else "superseded")
+        self._turns += 1
+        self.turn = self._child(
+            "gateway.turn", {"gateway.turn.number": self._turns, "gateway.turn.input": source}
+        )
+
+    def response_started(self, response_id: str, *, aside: bool = False) -> None:
+        parent = self.turn or self.session_span
+        span = self._tracing.start(
+            "gateway.response",
+            parent=parent,
+            attributes={"gateway.response.id": response_id, "gateway.response.aside": aside},
+        )
+        self._responses[response_id] = (span, self.turn, aside)
+
+    def tool_calls_requested(self, response_id: str) -> None:
+        self._with_calls.add(response_id)
+
+    def response_done(self, response_id: str, status: str, tokens: TokenCounts) -> None:
+        """A response ended; the first of a turn that called no tool is its reply, and ends
+        it (an aside, a holding line, does not)."""
+        opened = self._responses.pop(response_id, None)
+        if opened is None:
+            return
+        span, turn, aside = opened
+        span.set_attribute("gateway.response.status", status)
+        span.set_attribute("gateway.usage.input_tokens", tokens.input_total)
+        span.set_attribute("gateway.usage.output_tokens", tokens.output_total)
+        if status == "failed":
+            span.set_status(Status(StatusCode.ERROR, "failed"))
+        span.end()
+        called = response_id in self._with_calls
+        self._with_calls.discard(response_id)
+        if turn is not None and turn is self.turn and not called and not aside:
+            self._end_turn(status)
+
+    def tool_parent(self) -> Span:
+        """The span a tool call made now belongs under."""
+        return self.turn or self.session_span
+
+    # -- confirmations -----------------------------------------------------------------------
+
+    def confirmation_asked(self, confirmation_id: str, tool_id: str) -> None:
+        self._confirmations[confirmation_id] = self._tracing.start(
+            "gateway.confirmation",
+            parent=self.tool_parent(),
+            attributes={
+                "gateway.confirmation.id": confirmation_id,
+                "gateway.tool.id": tool_id,
+            },
+        )
+
+    def confirmation_resolved(self, confirmation_id: str, outcome: str) -> None:
+        span = self._confirmations.pop(confirmation_id, None)
+        if span is not None:
+            span.set_attribute("gateway.confirmation.outcome", outcome)
+            span.end()
+
+    # -- the end -----------------------------------------------------------------------------
+
+    def ended(self, reason: str) -> None:
+        """The session ends (``reason``), or leaves this node (``handed_off``)."""
+        for span, _, _ in self._responses.values():
+            span.set_attribute("gateway.response.status", "unfinished")
+            span.end()
+        self._responses.clear()
+        for span in self._confirmations.values():
+            span.set_attribute("gateway.confirmation.outcome", "unanswered_here")
+            span.end()
+        self._confirmations.clear()
+        self._end_turn("session_ended")
+        self.session_span.set_attribute("gateway.session.end_reason", reason)
+        self.session_span.end()
+
+    def _end_turn(self, status: str) -> None:
+        if self.turn is None:
+            return
+        self.turn.set_attribute("gateway.turn.status", status)
+        self.turn.end()
+        self.turn = None
+
+    def _child(
+        self, name: str, attributes: dict[str, str | int | bool], start_time_ns: int | None = None
+    ) -> Span:
+        return self._tracing.start(
+            name, parent=self.session_span, attributes=attributes, start_time_ns=start_time_ns
+        )
