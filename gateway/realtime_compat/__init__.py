@@ -9,6 +9,7 @@ that is a client of one gateway session) lives elsewhere; nothing here does I/O:
   ``CompatError`` (``errors``) with OpenAI's code, message and ``param``;
 - ``session_config``: ``session.update`` validated (``SessionPatch``) and merged into the
   effective session (``SessionView``) that ``session.created`` / ``session.updated`` show;
+  ``client_tools``: its function tools made into the gateway session's ``client_tools``;
 - ``translate``: ``Translator``, the gateway session's output (our protocol's events and PCM16
   audio) → GA server events in OpenAI's order, and the echoes of the client's own edits; it
   drives ``responses`` (one response's events), ``user_turns`` (speech, commits,

@@ -2,18 +2,20 @@
 
 Like the phone bridge, this is a client of one gateway ``Session``: it turns the GA client's
 events into ours (``input_audio_buffer.append`` → binary audio, ``commit`` → ``audio.commit``,
-a user message and ``response.create`` → ``text.send``, ``response.cancel``, a truncate →
-``audio.playback``, ``session.update`` → ours) and the session's output, in order, into GA server
-events through the pure ``Translator``. The gateway's own tools run inside the session, under
-its policy, and are hidden from the client unless it asked to see them.
+a user message and ``response.create`` → ``text.send``, a ``function_call_output`` →
+``client_tool.output``, ``response.cancel``, a truncate → ``audio.playback``,
+``session.update`` → ours) and the session's output, in order, into GA server events through
+the pure ``Translator``. The gateway's own tools run inside the session, under its policy, and
+are hidden from the client unless it asked to see them; the client's own tools
+(``session.tools``) are the session's ``client_tools``: their calls are the client's to answer.
 
 The session starts with the client's first event that needs the model (audio, an item, a
-response): a client's ``session.update`` before it (instructions, voice, output modality) is
-the session's start, as OpenAI clients send it right after connecting. What cannot be done
-here is refused with an ``error`` event, never by dropping the socket: a ``session.update``
-naming tools of the client's own (not offered by this gateway yet), a change of voice once
-the session has started, a system or audio message item, deleting an item the model has
-already seen.
+response): a client's ``session.update`` before it (instructions, voice, output modality,
+tools) is the session's start, as OpenAI clients send it right after connecting. What cannot be
+done here is refused with an ``error`` event, never by dropping the socket: tools that break
+the rules of ``client_tools`` (a name of one of the gateway's tools, say), a change of tools or
+voice once the session has started, a system or audio message item, deleting an item the model
+has already seen.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ from gateway.protocol import (
     AudioFormat,
     AudioPlayback,
     BinaryAudio,
+    ClientToolOutput,
     Mode,
+    ProtocolError,
     Provider,
     ResponseCancel,
     SessionEnd,
@@ -41,7 +45,8 @@ from gateway.protocol import (
     TextSend,
 )
 from gateway.realtime_compat import client_wire as cw
-from gateway.realtime_compat.client_items import InputAudio, UserMessage
+from gateway.realtime_compat.client_items import FunctionCallOutput, InputAudio, UserMessage
+from gateway.realtime_compat.client_tools import ToolCheck, client_tools_of
 from gateway.realtime_compat.errors import CompatError
 from gateway.realtime_compat.server_wire import ServerEvent, random_id
 from gateway.realtime_compat.session_config import SessionPatch, SessionView
@@ -73,11 +78,13 @@ class CompatBridge:
         provider: Provider | None,
         start_session: StartSession,
         max_audio_frames: int,
+        check_tools: ToolCheck,
         show_tools: bool = False,
     ) -> None:
         self._send = send
         self._provider = provider
         self._start_session = start_session
+        self._check_tools = check_tools
         self.translator = Translator(ids=random_id, show_tools=show_tools)
         self.view = SessionView(
             id=random_id("sess"), model=model, expires_at=int(time.time()) + SESSION_LIFETIME_S
@@ -92,6 +99,9 @@ class CompatBridge:
         self._writer: asyncio.Task[None] | None = None
         self._pending_text: list[tuple[str, str]] = []  # (item id, text) not yet sent
         self._answer_expected = False  # a commit was sent: the gateway answers it by itself
+        # A client tool's output was given: the gateway has the model go on by itself once the
+        # calls of its batch are answered (as after its own tools), so response.create is that.
+        self._tool_answer_expected = False
         self.ended = asyncio.Event()
         self.end_reason: str | None = None
 
@@ -128,6 +138,7 @@ class CompatBridge:
             instructions=view.instructions or None,
             audio=AudioFormat(input_rate=AUDIO_RATE, output_rate=AUDIO_RATE),
             metadata={"client": "openai-realtime"},
+            client_tools=client_tools_of(view.tools, self._check_tools),
         )
         self.session = await self._start_session(start, self.outbound)
         return self.session
@@ -194,10 +205,13 @@ class CompatBridge:
 
     async def _create_item(self, event: cw.ItemCreate) -> None:
         item = event.item
+        if isinstance(item, FunctionCallOutput):
+            await self._answer_call(event, item)
+            return
         if not isinstance(item, UserMessage):
             raise _unsupported(
-                "this gateway takes user messages only (no system messages, and no "
-                "function_call_output: the gateway runs its own tools)",
+                "this gateway takes user messages and function_call_output items (no system "
+                "messages)",
                 event.event_id,
                 "item.type",
             )
@@ -211,6 +225,23 @@ class CompatBridge:
         added = echoes[0]["item"]
         self._pending_text.append((str(added["id"]), item.text))
         await self._emit(echoes)
+
+    async def _answer_call(self, event: cw.ItemCreate, item: FunctionCallOutput) -> None:
+        """The output of a call of the client's own tools (the translator knows which the model
+        made and which are answered): the session's ``client_tool.output``."""
+        try:
+            output = ClientToolOutput(
+                call_id=item.call_id, output=item.output, event_id=event.event_id
+            )
+        except ProtocolError as error:
+            raise CompatError(
+                "invalid_value", error.message, param="item.output", event_id=event.event_id
+            ) from None
+        echoes = self.translator.create_item(event)
+        session = await self._started()
+        self._tool_answer_expected = True
+        await self._emit(echoes)
+        await session.on_client_event(output)
 
     async def _delete_item(self, event: cw.ItemDelete) -> None:
         pending = [
@@ -226,6 +257,10 @@ class CompatBridge:
         await self._emit(self.translator.delete_item(event))
 
     async def _respond(self, event: cw.ResponseCreate) -> None:
+        if self._tool_answer_expected and not self._pending_text:
+            self._tool_answer_expected = False  # the reply to the outputs is on its way: this
+            return
+        self._tool_answer_expected = False
         self.translator.request_response(event)
         if self._pending_text:
             text = "\n".join(text for _, text in self._pending_text)
@@ -243,14 +278,21 @@ class CompatBridge:
             )
 
     async def _update(self, patch: SessionPatch, event_id: str | None) -> None:
-        if patch.tools:
-            raise _unsupported(
-                "tools declared by the client are not run through this gateway yet; the "
-                "gateway offers its own tools to the model",
-                event_id,
-                "session.tools",
-            )
         session = self.session
+        if patch.tools is not None:
+            if session is None:
+                try:
+                    client_tools_of(patch.tools, self._check_tools)
+                except CompatError as error:
+                    raise error.for_event(event_id) from None
+            elif patch.tools != self.view.tools:
+                raise _unsupported(
+                    "the tools cannot change once the session has started (the model is told "
+                    "its tools when it opens): send them in a session.update before the first "
+                    "message or audio",
+                    event_id,
+                    "session.tools",
+                )
         view = self.view.apply(patch)
         if session is not None:
             if patch.voice is not None and view.voice != self.view.voice:

@@ -23,8 +23,10 @@ from gateway.admission import Admission, json_error
 from gateway.config import Settings
 from gateway.protocol import Provider, SessionStart
 from gateway.realtime_compat.bridge import CompatBridge
+from gateway.realtime_compat.client_tools import ToolCheck
 from gateway.realtime_compat.server_wire import close_code
 from gateway.session import Outbound, Session, SessionUser
+from gateway.session.client_tools import declarations_problem
 from gateway.session.manager import SessionManager
 
 __all__ = ["RealtimeCompatRoutes", "provider_for_model"]
@@ -96,12 +98,14 @@ class RealtimeCompatRoutes:
             session.movable = False  # GA clients know no session.moving: it ends with the socket
             return session
 
+        provider = provider_for_model(model)
         bridge = CompatBridge(
             ws.send_str,
             model=model,
-            provider=provider_for_model(model),
+            provider=provider,
             start_session=start_session,
             max_audio_frames=self.settings.outbound_audio_frames,
+            check_tools=self._tool_check(user, provider),
             show_tools=show_tools,
         )
         reason = "client"
@@ -124,6 +128,13 @@ class RealtimeCompatRoutes:
                 await manager.forget(bridge.session)
             if not ws.closed:
                 await ws.close(code=close_code(reason))
+
+    def _tool_check(self, user: SessionUser, provider: Provider | None) -> ToolCheck:
+        """The rules of the session's ``client_tools`` (``session_setup`` checks them again at
+        the start), at hand for each ``session.update`` before the session starts."""
+        visible = [spec.tool_id for spec in self.manager.registry.visible_to(user.roles)]
+        upstream = provider.value if provider is not None else self.settings.provider
+        return lambda tools: declarations_problem(tools, visible, upstream)
 
     async def _read(self, ws: web.WebSocketResponse, bridge: CompatBridge) -> None:
         async for message in ws:

@@ -14,7 +14,8 @@ OpenAI's server); ``SessionView.apply`` then merges it (only the fields present 
 - ``audio.input.turn_detection`` (``server_vad`` / ``semantic_vad`` / ``null``), merged over the
   current one of the same type, else over OpenAI's defaults; ``audio.input.transcription``;
 - ``audio.output.voice`` (a name or ``{"id": …}``); ``tools`` (function tools only: the
-  client's own tools, flat GA form) and ``tool_choice``.
+  client's own tools, flat GA form; the bridge makes them the session's ``client_tools``) and
+  ``tool_choice`` (shown back; the model chooses its tools itself).
 
 Documented GA fields this endpoint does not apply are accepted and listed in
 ``SessionPatch.ignored`` (so the bridge may log them) without being type-checked: ``model``,

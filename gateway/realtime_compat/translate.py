@@ -42,10 +42,13 @@ only ``message`` items there, and no client runs a tool on them: tools are run o
 ``response.output_item.done`` or ``…function_call_arguments.done``, never sent for these.
 ``tool.slow`` has no GA equivalent and is dropped.
 
-The client's own tools need a gateway event that does not exist yet; this module maps the
-proposed ``client_tool.requested {response_id, call_id, name, arguments}`` to a
-``function_call`` output item (reference 6.3), whose ``call_id`` a ``function_call_output``
-may then answer (any other ``call_id`` is ``invalid_tool_call_id``).
+The client's own tools (``client_tools``, docs/protocol.md 10.16): our
+``client_tool.requested {response_id, call_id, name, arguments}`` is a ``function_call``
+output item of that response (reference 6.3), whose ``call_id`` one ``function_call_output``
+may then answer (any other ``call_id``, or a second answer, is ``invalid_tool_call_id``); our
+``client_tool.cancelled`` (no answer came in time, or the model cancelled the call) is an
+``error`` saying so (``client_tool_timeout`` / ``client_tool_cancelled``), and the call takes
+no answer any more.
 """
 
 from __future__ import annotations
@@ -105,7 +108,8 @@ class Translator:
         self._requested: ResponseParams | None = None
         self._user = UserTurns(self._ctx)
         self._audio_items: dict[str, AssistantMessage] = {}
-        self._client_calls: set[str] = set()
+        # The client's calls the model made: None while one waits, else why it takes no answer.
+        self._client_calls: dict[str, str | None] = {}
         self._last_error: str | None = None
         self._handlers: Mapping[str, Callable[[Mapping[str, Any]], list[ServerEvent]]] = {
             "response.started": self._response_started,
@@ -117,6 +121,7 @@ class Translator:
             "tool.started": self._tool_started,
             "tool.finished": self._tool_finished,
             "client_tool.requested": self._client_tool,
+            "client_tool.cancelled": self._client_tool_cancelled,
             "error": self._error,
             "session.ended": self._session_ended,
         }
@@ -268,10 +273,25 @@ class Translator:
         if response is None:
             return []
         call_id = str(event.get("call_id", ""))
-        self._client_calls.add(call_id)
+        self._client_calls[call_id] = None
         return response.client_call(
             call_id, str(event.get("name", "")), str(event.get("arguments", ""))
         )
+
+    def _client_tool_cancelled(self, event: Mapping[str, Any]) -> list[ServerEvent]:
+        call_id = str(event.get("call_id", ""))
+        if call_id not in self._client_calls:
+            return []
+        timeout = event.get("reason") == "timeout"
+        why = "was not answered in time" if timeout else "was cancelled by the model"
+        self._client_calls[call_id] = why
+        error = CompatError(
+            "client_tool_timeout" if timeout else "client_tool_cancelled",
+            f"The call '{call_id}' of '{event.get('name')}' {why}; it takes no output any "
+            + ("more: the model was told it timed out." if timeout else "more."),
+            error_type="server_error" if timeout else "invalid_request_error",
+        )
+        return [self.error_event(error)]
 
     def _added_and_done(self, item: dict[str, Any]) -> list[ServerEvent]:
         previous = self.items.add(item)
@@ -301,20 +321,31 @@ class Translator:
         item_id = item.id or self._ids("item")
         try:
             self.items.check_new(item_id, event.previous_item_id)
-            if isinstance(item, FunctionCallOutput) and item.call_id not in self._client_calls:
-                raise CompatError(
-                    "invalid_tool_call_id",
-                    f"Tool call ID '{item.call_id}' not found in conversation.",
-                    param="item.call_id",
-                )
+            if isinstance(item, FunctionCallOutput):
+                self._check_answerable(item.call_id)
         except CompatError as error:
             raise error.for_event(event.event_id) from None
+        if isinstance(item, FunctionCallOutput):
+            self._client_calls[item.call_id] = "was answered already"
         wire = item.to_wire(item_id)
         previous = self.items.add(wire, event.previous_item_id)
         return [
             self._event(name, previous_item_id=previous, item=wire)
             for name in ("conversation.item.added", "conversation.item.done")
         ]
+
+    def _check_answerable(self, call_id: str) -> None:
+        if call_id not in self._client_calls:
+            raise CompatError(
+                "invalid_tool_call_id",
+                f"Tool call ID '{call_id}' not found in conversation.",
+                param="item.call_id",
+            )
+        why = self._client_calls[call_id]
+        if why is not None:
+            raise CompatError(
+                "invalid_tool_call_id", f"Tool call ID '{call_id}' {why}.", param="item.call_id"
+            )
 
     def delete_item(self, event: ItemDelete) -> list[ServerEvent]:
         try:

@@ -77,7 +77,9 @@ def declarations_problem(
             unsupported = gemini_unsupported_keywords(dict(tool.parameters))
             if unsupported:
                 return DeclarationProblem(
-                    index, "parameters", f"Gemini cannot express {', '.join(unsupported)}"
+                    index,
+                    "parameters",
+                    f"holds what Gemini cannot express: {', '.join(unsupported)}",
                 )
     return None
 

@@ -1,7 +1,9 @@
 """The OpenAI-compatible endpoint driven by the official ``openai`` SDK, unmodified:
 ``AsyncOpenAI(base_url=…, api_key=<the gateway's JWT>).realtime.connect(model=…)``, on each
 upstream: the embedded local model, the OpenAI Realtime fake and the Gemini Live fake (all three
-answer ``/tool NAME {json}`` with that call and ``/say TEXT`` with that speech)."""
+answer ``/tool NAME {json}`` with that call and ``/say TEXT`` with that speech): turns, the
+gateway's tools, the client's own tools (``session.tools``) answered by the client, barge-in,
+refusals and the end."""
 
 from __future__ import annotations
 
@@ -208,17 +210,115 @@ async def test_with_gateway_tools_shown_the_call_is_an_item_the_client_need_not_
     assert json.loads(output.output)["ok"] is True
 
 
-async def test_tools_declared_by_the_client_are_refused_with_an_error_event(
-    upstream: tuple[Gateway, str, Any],
-) -> None:
+LOOKUP = {
+    "type": "function",
+    "name": "lookup_order",
+    "description": "Look an order up by its number.",
+    "parameters": {
+        "type": "object",
+        "properties": {"order": {"type": "string"}},
+        "required": ["order"],
+    },
+}
+
+
+async def with_tools(connection: Any, *tools: dict[str, Any]) -> Any:
+    """A text session offering ``tools``: the ``session.updated`` it gets."""
+    await connection.session.update(
+        session={"type": "realtime", "output_modalities": ["text"], "tools": list(tools)}
+    )
+    return (await until(connection, "session.updated"))[-1]
+
+
+async def test_a_client_tool_answered_by_the_client(upstream: tuple[Gateway, str, Any]) -> None:
     gateway, model, _ = upstream
-    tool = {"type": "function", "name": "lookup", "description": "x", "parameters": {}}
     async with realtime(gateway, model) as connection:
-        await connection.session.update(session={"type": "realtime", "tools": [tool]})
-        error = (await until(connection, "error"))[-1]
-        assert error.error.param == "session.tools"
-        await text_mode(connection)  # the socket goes on
+        updated = await with_tools(connection, LOOKUP)
+        assert [tool.name for tool in updated.session.tools] == ["lookup_order"]
+        events = await say(connection, '/tool lookup_order {"order": "A1"}')
+        arguments = next(e for e in events if e.type == "response.function_call_arguments.done")
+        call = next(
+            e.item
+            for e in events
+            if e.type == "response.output_item.done" and e.item.type == "function_call"
+        )
+        assert (call.name, call.call_id) == ("lookup_order", arguments.call_id)
+        assert json.loads(arguments.arguments) == {"order": "A1"}
+        assert events[-1].response.output[-1].type == "function_call"
+        # As a client of OpenAI answers: the output, then response.create.
+        await connection.conversation.item.create(
+            item={"type": "function_call_output", "call_id": call.call_id, "output": "shipped"}
+        )
+        await connection.response.create()
+        reply = await until(connection, "response.done")
+        # One reply to the output: the next message gets the next response.
+        after = await say(connection, "and then?")
+    assert not [e for e in events + reply + after if e.type == "error"]
+    text = text_of(reply)
+    assert text.startswith("Tool results: lookup_order=")
+    assert json.loads(text.split("=", 1)[1])["data"] == {"output": "shipped"}
+    assert [e.type for e in after].count("response.created") == 1
+    assert text_of(after) == "You said: and then?"
+    assert gateway.decisions("lookup_order") == [("lookup_order", "client")]
+
+
+async def test_a_client_tool_named_as_a_gateway_tool_is_an_error_at_session_update(
+    gateway_factory: GatewayFactory,
+) -> None:
+    gateway = await gateway_factory()
+    clash = {**LOOKUP, "name": "get_current_time"}
+    async with realtime(gateway, "local") as connection:
+        await connection.send(
+            {
+                "type": "session.update",
+                "event_id": "evt_tools",
+                "session": {"type": "realtime", "tools": [LOOKUP, clash]},
+            }
+        )
+        error = (await until(connection, "error"))[-1].error
+        assert (error.code, error.param, error.event_id) == (
+            "invalid_value",
+            "session.tools[1].name",
+            "evt_tools",
+        )
+        assert "'get_current_time' is the name of one of the gateway's tools" in error.message
+        updated = await with_tools(connection)  # the refused update changed nothing
+        assert updated.session.tools == []
         assert text_of(await say(connection, "still here")) == "You said: still here"
+
+
+async def test_tools_cannot_change_once_the_session_has_started(
+    gateway_factory: GatewayFactory,
+) -> None:
+    gateway = await gateway_factory()
+    async with realtime(gateway, "local") as connection:
+        await with_tools(connection, LOOKUP)
+        await say(connection, "hello")  # the session starts with its tools
+        again = await with_tools(connection, LOOKUP)  # the same tools: nothing changes
+        assert [tool.name for tool in again.session.tools] == ["lookup_order"]
+        other = {**LOOKUP, "name": "ring_bell"}
+        await connection.session.update(session={"type": "realtime", "tools": [other]})
+        error = (await until(connection, "error"))[-1].error
+        assert (error.code, error.param) == ("unsupported", "session.tools")
+
+
+async def test_a_client_tool_not_answered_in_time_is_an_error_and_the_model_goes_on(
+    gateway_factory: GatewayFactory,
+) -> None:
+    gateway = await gateway_factory(client_tool_timeout_s=0.3)
+    async with realtime(gateway, "local") as connection:
+        await with_tools(connection, LOOKUP)
+        events = await say(connection, '/tool lookup_order {"order": "A1"}')
+        call_id = next(e for e in events if e.type == "response.function_call_arguments.done")
+        later = await until(connection, "response.done")
+        error = next(e for e in later if e.type == "error").error
+        assert error.code == "client_tool_timeout"
+        assert '"TIMEOUT"' in text_of(later)  # the model was told, and said so
+        await connection.conversation.item.create(
+            item={"type": "function_call_output", "call_id": call_id.call_id, "output": "late"}
+        )
+        refused = (await until(connection, "error"))[-1].error
+        assert (refused.code, refused.param) == ("invalid_tool_call_id", "item.call_id")
 
 
 # -- barge-in, refusals, the end -------------------------------------------------------------------

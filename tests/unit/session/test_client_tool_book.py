@@ -60,7 +60,9 @@ def test_a_schema_gemini_cannot_express_is_refused_on_gemini_only() -> None:
     )
     problem = declarations_problem([rich], [], "gemini")
     assert problem is not None
-    assert problem.message == ("Gemini cannot express keyword 'patternProperties' at parameters")
+    assert problem.message == (
+        "holds what Gemini cannot express: keyword 'patternProperties' at parameters"
+    )
     assert declarations_problem([rich], [], "openai") is None
 
 
