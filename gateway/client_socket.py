@@ -118,6 +118,8 @@ class ClientSocket:
         self._loop = asyncio.get_running_loop()
         self._reader = FrameReader(masked=True, max_message=max_message)
         self.direct_binary: Callable[[bytes], bool] | None = None
+        # The same for text messages (a protocol that carries audio in JSON): True, handled.
+        self.direct_text: Callable[[str], bool] | None = None
         self._inbox: deque[str | bytes] = deque()
         self._inbox_bytes = 0
         self._reading_paused = False
@@ -150,17 +152,19 @@ class ClientSocket:
         keepalive_s: float = 30.0,
         max_buffered: int = DEFAULT_MAX_BUFFERED,
         control_budget: Callable[[], bool] | None = None,
+        protocol: str | None = None,
     ) -> ClientSocket:
-        """Answer the upgrade and take the connection over; raises ``HandshakeRefused``."""
+        """Answer the upgrade and take the connection over; raises ``HandshakeRefused``.
+        ``protocol``: the subprotocol chosen (one the client offered), for the answer."""
         key = _handshake_key(request)
-        response = web.StreamResponse(
-            status=101,
-            headers={
-                "Upgrade": "websocket",
-                "Connection": "Upgrade",
-                "Sec-WebSocket-Accept": accept_key(key),
-            },
-        )
+        headers = {
+            "Upgrade": "websocket",
+            "Connection": "Upgrade",
+            "Sec-WebSocket-Accept": accept_key(key),
+        }
+        if protocol is not None:
+            headers["Sec-WebSocket-Protocol"] = protocol
+        response = web.StreamResponse(status=101, headers=headers)
         response.force_close()
         await response.prepare(request)
         socket = cls(
@@ -235,6 +239,14 @@ class ClientSocket:
                 return
             self._queue(payload)
         elif opcode == OP_TEXT:
+            direct_text = self.direct_text
+            if (
+                direct_text is not None
+                and self._handler_idle
+                and not self._inbox
+                and direct_text(payload)
+            ):
+                return
             self._queue(payload)
         elif opcode == OP_PING:
             if self._control_frame_allowed():
@@ -288,6 +300,7 @@ class ClientSocket:
     def _end_reading(self) -> None:
         self._reading_done = True
         self.direct_binary = None
+        self.direct_text = None
         if self._keepalive is not None:
             self._keepalive.cancel()
             self._keepalive = None
@@ -298,11 +311,19 @@ class ClientSocket:
 
     def write_binary_now(self, data: bytes) -> bool:
         """Write one binary frame now; False (nothing written) unless the socket is empty."""
-        transport = self._transport
-        if self._close_sent or transport.is_closing() or transport.get_write_buffer_size():
+        if not self.writable_now():
             return False
-        transport.write(encode_frame(OP_BINARY, data))
+        self._transport.write(encode_frame(OP_BINARY, data))
         return True
+
+    def writable_now(self) -> bool:
+        """Open, and nothing unsent: a frame written now goes out at once."""
+        transport = self._transport
+        return not (self._close_sent or transport.is_closing() or transport.get_write_buffer_size())
+
+    def write_text_now(self, utf8: bytes) -> None:
+        """Write one text frame (UTF-8 already) now, after ``writable_now`` said so."""
+        self._write(encode_frame(OP_TEXT, utf8))
 
     async def send_text(self, text: str) -> None:
         await self._send(encode_frame(OP_TEXT, text.encode("utf-8")))
@@ -352,6 +373,7 @@ class ClientSocket:
         """A close frame, then the client's (bounded wait); the TCP end follows when the
         handler returns."""
         self.direct_binary = None
+        self.direct_text = None
         self._send_close(close_payload(code, reason))
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout_s):

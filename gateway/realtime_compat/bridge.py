@@ -63,6 +63,9 @@ AUDIO_RATE = 24000  # PCM16 at 24 kHz both ways: the GA format this endpoint spe
 SESSION_LIFETIME_S = 30 * 60
 
 StartSession = Callable[[SessionStart, Outbound], Awaitable[Session]]
+# The socket's synchronous writes: is it writable now (open, nothing unsent), and write one
+# text frame's UTF-8.
+WriteNow = tuple[Callable[[], bool], Callable[[bytes], None]]
 
 
 def _unsupported(message: str, event_id: str | None, param: str | None = None) -> CompatError:
@@ -80,8 +83,12 @@ class CompatBridge:
         max_audio_frames: int,
         check_tools: ToolCheck,
         show_tools: bool = False,
+        write_now: WriteNow | None = None,
     ) -> None:
+        """``write_now``: the socket's synchronous writes, for the session's audio (the hot
+        path: a delta written as the session hands it over, while nothing waits before it)."""
         self._send = send
+        self._write_now = write_now
         self._provider = provider
         self._start_session = start_session
         self._check_tools = check_tools
@@ -94,6 +101,7 @@ class CompatBridge:
             self._on_session_audio,
             max_audio_frames=max_audio_frames,
             ordered=True,
+            write_audio_now=None if write_now is None else self._audio_out_now,
         )
         self.session: Session | None = None
         self._writer: asyncio.Task[None] | None = None
@@ -144,6 +152,25 @@ class CompatBridge:
         return self.session
 
     # Client → session --------------------------------------------------------------------------
+
+    def audio_in_now(self, frame: str) -> bool:
+        """The hot path of ``input_audio_buffer.append`` (the socket's ``direct_text``): once
+        the session has started, a well-formed append is handed to it at once, as
+        ``on_client_text`` would. Anything else is False, and takes ``on_client_text``: the
+        same decoder refuses the same frames, with the same errors."""
+        session = self.session
+        if session is None:
+            return False
+        try:
+            event = cw.decode_client_event(frame)
+        except CompatError:
+            return False
+        if type(event) is not cw.InputAudioAppend or not event.audio:
+            return False
+        if not session.audio_now(event.audio):
+            return False
+        self.translator.input_appended(len(event.audio))
+        return True
 
     async def on_client_text(self, frame: str | bytes) -> None:
         """One GA client event; every refusal is an ``error`` event and changes nothing."""
@@ -321,6 +348,18 @@ class CompatBridge:
 
     async def _on_session_audio(self, pcm: bytes) -> None:
         await self._emit(self.translator.on_audio(pcm))
+
+    def _audio_out_now(self, pcm: bytes) -> bool:
+        """The session's audio written now (the outbound queue is empty and its writer idle),
+        translated exactly as ``_on_session_audio`` does; False, untouched, while the socket
+        holds unsent bytes."""
+        assert self._write_now is not None
+        writable, write = self._write_now
+        if not writable():
+            return False
+        for event in self.translator.on_audio(pcm):
+            write(orjson.dumps(event))
+        return True
 
     async def _emit(self, events: list[ServerEvent]) -> None:
         for event in events:

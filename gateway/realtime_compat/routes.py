@@ -17,9 +17,10 @@ from __future__ import annotations
 import asyncio
 
 import structlog
-from aiohttp import WSMsgType, web
+from aiohttp import web
 
 from gateway.admission import Admission, json_error
+from gateway.client_socket import ClientSocket, HandshakeRefused
 from gateway.config import Settings
 from gateway.protocol import Provider, SessionStart
 from gateway.realtime_compat.bridge import CompatBridge
@@ -28,6 +29,7 @@ from gateway.realtime_compat.server_wire import close_code
 from gateway.session import Outbound, Session, SessionUser
 from gateway.session.client_tools import declarations_problem
 from gateway.session.manager import SessionManager
+from gateway.session.ratelimit import TokenBucket
 
 __all__ = ["RealtimeCompatRoutes", "provider_for_model"]
 
@@ -78,18 +80,28 @@ class RealtimeCompatRoutes:
         model = request.query.get("model", "").strip()
         if not model:
             return json_error(400, "bad_request", "name the model: /v1/realtime?model=…")
-        ws = web.WebSocketResponse(
-            protocols=(SUBPROTOCOL,),
-            max_msg_size=MAX_CLIENT_EVENT,
-            compress=False,
-            heartbeat=self.settings.client_keepalive_s,
+        offered = {p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")}
+        # The socket's control frames spend from a budget, as on /v1/session.
+        events = TokenBucket(self.settings.client_events_per_s, self.settings.client_events_burst)
+        clock = self.manager.clock
+        try:
+            sock = await ClientSocket.accept(
+                request,
+                max_message=MAX_CLIENT_EVENT,
+                keepalive_s=self.settings.client_keepalive_s,
+                max_buffered=self.settings.outbound_control_bytes,
+                control_budget=lambda: events.take(clock.monotonic()),
+                protocol=SUBPROTOCOL if SUBPROTOCOL in offered else None,
+            )
+        except HandshakeRefused as bad:
+            return json_error(bad.status, "bad_request", str(bad), bad.headers)
+        await self._serve(
+            sock, user, model, show_tools=request.query.get("gateway_tools") == "show"
         )
-        await ws.prepare(request)
-        await self._serve(ws, user, model, show_tools=request.query.get("gateway_tools") == "show")
-        return ws
+        return sock.response
 
     async def _serve(
-        self, ws: web.WebSocketResponse, user: SessionUser, model: str, *, show_tools: bool
+        self, sock: ClientSocket, user: SessionUser, model: str, *, show_tools: bool
     ) -> None:
         manager = self.manager
 
@@ -100,18 +112,20 @@ class RealtimeCompatRoutes:
 
         provider = provider_for_model(model)
         bridge = CompatBridge(
-            ws.send_str,
+            sock.send_text,
             model=model,
             provider=provider,
             start_session=start_session,
             max_audio_frames=self.settings.outbound_audio_frames,
             check_tools=self._tool_check(user, provider),
             show_tools=show_tools,
+            write_now=(sock.writable_now, sock.write_text_now),
         )
+        sock.direct_text = bridge.audio_in_now
         reason = "client"
         try:
             await bridge.open()
-            reader = asyncio.create_task(self._read(ws, bridge))
+            reader = asyncio.create_task(self._read(sock, bridge))
             ended = asyncio.create_task(bridge.ended.wait())
             try:
                 await asyncio.wait([reader, ended], return_when=asyncio.FIRST_COMPLETED)
@@ -126,8 +140,8 @@ class RealtimeCompatRoutes:
             await bridge.close()
             if bridge.session is not None:
                 await manager.forget(bridge.session)
-            if not ws.closed:
-                await ws.close(code=close_code(reason))
+            if not sock.closed:
+                await sock.close(close_code(reason))
 
     def _tool_check(self, user: SessionUser, provider: Provider | None) -> ToolCheck:
         """The rules of the session's ``client_tools`` (``session_setup`` checks them again at
@@ -136,7 +150,6 @@ class RealtimeCompatRoutes:
         upstream = provider.value if provider is not None else self.settings.provider
         return lambda tools: declarations_problem(tools, visible, upstream)
 
-    async def _read(self, ws: web.WebSocketResponse, bridge: CompatBridge) -> None:
-        async for message in ws:
-            if message.type in (WSMsgType.TEXT, WSMsgType.BINARY):
-                await bridge.on_client_text(message.data)
+    async def _read(self, sock: ClientSocket, bridge: CompatBridge) -> None:
+        while (message := await sock.receive()) is not None:
+            await bridge.on_client_text(message)

@@ -380,6 +380,34 @@ async def test_a_refused_event_is_an_error_event_and_the_socket_goes_on(
         assert text_of(await say(connection, "after")) == "You said: after"
 
 
+async def test_once_audio_flows_a_bad_append_is_refused_as_before_and_the_turn_goes_on(
+    upstream: tuple[Gateway, str, Any],
+) -> None:
+    """Appends of a started session take the socket's hot path: it must refuse what the
+    decoder refuses, with the same error, and lose nothing of the audio around it."""
+    gateway, model, _ = upstream
+    async with realtime(gateway, model) as connection:
+        utterance = pcm_tone(400, 24000) + pcm_silence(800, 24000)
+        chunks = [utterance[at : at + 4800] for at in range(0, len(utterance), 4800)]
+        await connection.input_audio_buffer.append(audio=base64.b64encode(chunks[0]).decode())
+        await connection.send(
+            {"type": "input_audio_buffer.append", "audio": "%%%", "event_id": "evt_bad"}
+        )
+        bad = (await until(connection, "error"))[-1]
+        assert (bad.error.param, bad.error.event_id) == ("audio", "evt_bad")
+        odd = base64.b64encode(b"\x01\x02\x03").decode()
+        await connection.send({"type": "input_audio_buffer.append", "audio": odd})
+        assert (await until(connection, "error"))[-1].error.param == "audio"
+        for chunk in chunks[1:]:
+            await connection.input_audio_buffer.append(audio=base64.b64encode(chunk).decode())
+        events = await until(connection, "response.done")
+    transcript = "".join(
+        e.delta for e in events if e.type == "response.output_audio_transcript.delta"
+    )
+    assert transcript.startswith("You said: audio:")
+    assert events[-1].response.status == "completed"
+
+
 async def test_an_upstream_that_closes_for_good_closes_the_socket(
     hosted: tuple[Gateway, str, Any],
 ) -> None:
