@@ -10,6 +10,8 @@
 - ``all``: relay, capacity, dispatch, then the plots in ``docs/bench/`` (``bench.suite_all``);
 - ``latency``: voice-to-voice latency added per audio path, OpenAI and Gemini fakes, against
   direct (``bench.latency_bench``); ``latency.png`` into ``--docs``.
+- ``trace``: one real trace of a voice turn with an HTTP tool call, drawn as a waterfall into
+  ``docs/img/trace-voice-turn.png`` (``bench.trace_waterfall``).
 
 ``--quick`` shrinks every plan to a smoke run (1 rep, 3 s, 10 sessions).
 """
@@ -24,7 +26,17 @@ from pathlib import Path
 from bench import gateway_bench, registry_bench
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBCOMMANDS = ["registry", "gateway", "relay", "capacity", "dispatch", "scale", "all", "latency"]
+SUBCOMMANDS = [
+    "registry",
+    "gateway",
+    "relay",
+    "capacity",
+    "dispatch",
+    "scale",
+    "all",
+    "latency",
+    "trace",
+]
 
 
 def _counts(text: str) -> list[int]:
@@ -96,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--reps must be ≥ 1")
     if args.target == "registry":
         return registry_bench.main(args.out)
+    if args.target == "trace":
+        from bench import trace_waterfall
+
+        return trace_waterfall.main(args.docs, args.out)
     if args.target == "gateway":
         return gateway_bench.main(args.registry, args.out)
     if args.target == "relay" and args.provider == "gemini":

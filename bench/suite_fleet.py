@@ -110,7 +110,7 @@ class Fleet:
             stack.callback(redis.stop)
             fleet.children["redis"] = redis
         gateway_urls: dict[str, str] = {}
-        for key in ("gateway", "gateway_base", *REDIS_TARGETS):
+        for key in ("gateway", "gateway_base", "gateway_traced", *REDIS_TARGETS):
             if key not in needed:
                 continue
             source = baseline if key == "gateway_base" else None
@@ -119,6 +119,8 @@ class Fleet:
             env = gateway_env_openai(fake_url)
             if source is not None:
                 env["GATEWAY_REGISTRY"] = str(source / "build" / "tool_registry.json")
+            if key == "gateway_traced":
+                env["OTEL_TRACES_EXPORTER"] = "console"
             if key in REDIS_TARGETS:
                 assert redis_url is not None
                 env |= {"GATEWAY_REDIS_URL": redis_url, "GATEWAY_REDIS_PREFIX": f"bench-{key}"}

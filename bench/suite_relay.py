@@ -33,7 +33,14 @@ __all__ = ["LoadLevel", "RelayPlan", "main", "render", "run_relay"]
 # on its own protocol and on /v1/realtime against LiteLLM's, the floor): the others would cost
 # minutes of the 15-minute budget of `all`, and Pipecat is saturated there (its knee is lower;
 # see `capacity`).
-HIGH_LOAD_TARGETS = ("floor", "litellm", "gateway", "gateway_compat", "gateway_base")
+HIGH_LOAD_TARGETS = (
+    "floor",
+    "litellm",
+    "gateway",
+    "gateway_compat",
+    "gateway_base",
+    "gateway_traced",
+)
 
 
 @dataclass(frozen=True)

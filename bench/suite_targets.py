@@ -204,6 +204,17 @@ SPECS: dict[str, TargetSpec] = {
             ),
         ),
         TargetSpec(
+            "gateway_traced",
+            "gateway",
+            "gateway_traced",
+            "ours with tracing on (OTEL_TRACES_EXPORTER=console: every span sampled and "
+            "exported, to the process's log)",
+            compression=(
+                ("client → gateway", _OFF),
+                ("gateway → fake", "off (the openai SDK's default)"),
+            ),
+        ),
+        TargetSpec(
             "gateway_redis",
             "gateway",
             "gateway_redis",
@@ -238,8 +249,8 @@ SPECS: dict[str, TargetSpec] = {
 }
 ALL_TARGETS: tuple[str, ...] = tuple(SPECS)
 # Rows not run by default: ``gateway_base`` needs ``--baseline REV``; the Redis rows belong to
-# ``scripts/bench scale``.
-OPTIONAL_TARGETS = frozenset({"gateway_base", "gateway_redis", "gateway_w2"})
+# ``scripts/bench scale``; ``gateway_traced`` is asked for beside ``gateway`` (tracing's cost).
+OPTIONAL_TARGETS = frozenset({"gateway_base", "gateway_redis", "gateway_w2", "gateway_traced"})
 # The gateway rows that share sessions through Redis, and their worker processes.
 REDIS_TARGETS = {"gateway_redis": 1, "gateway_w2": 2}
 DEFAULT_TARGETS: tuple[str, ...] = tuple(t for t in SPECS if t not in OPTIONAL_TARGETS)

@@ -86,6 +86,23 @@ def _chat(args: argparse.Namespace) -> int:
     return asyncio.run(run_chat(url, token, read_line=sys.stdin.readline, mode=args.mode))
 
 
+def _usage(args: argparse.Namespace) -> int:
+    """Per user, the sums of the ``session_usage`` audit records in the given logs."""
+    import json
+    from contextlib import ExitStack
+    from typing import IO
+
+    from gateway.usage.audit_totals import UserTotals, totals_by_user
+
+    totals: dict[str, UserTotals] = {}
+    with ExitStack() as stack:
+        sources: list[IO[bytes]] = [stack.enter_context(open(path, "rb")) for path in args.logs]
+        for source in sources or [sys.stdin.buffer]:
+            totals_by_user(source, args.user, into=totals)
+    print(json.dumps({key: found.as_json() for key, found in sorted(totals.items())}, indent=2))
+    return 0
+
+
 def _serve(args: argparse.Namespace) -> int:
     import os
 
@@ -107,6 +124,11 @@ def main(argv: list[str] | None = None) -> int:
         "needs GATEWAY_REDIS_URL (default: $GATEWAY_WORKERS, else 1)",
     )
     sub.add_parser("check", help="load the tool registry and list its tools")
+    usage = sub.add_parser(
+        "usage", help="per user, the usage summed from the audit trail's session_usage lines"
+    )
+    usage.add_argument("logs", nargs="*", help="JSON log files (default: standard input)")
+    usage.add_argument("--user", default=None, help="only this user id")
     token = sub.add_parser("token", help="mint a JWT signed with GATEWAY_AUTH_SECRET")
     token.add_argument("--sub", required=True, help="the user id")
     token.add_argument("--roles", default="", help="comma-separated roles")
@@ -129,7 +151,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     chat.add_argument("--mode", choices=["text", "voice"], default="text")
     args = parser.parse_args(argv)
-    handlers = {"serve": _serve, "check": _check, "token": _token, "chat": _chat}
+    handlers = {
+        "serve": _serve,
+        "check": _check,
+        "token": _token,
+        "chat": _chat,
+        "usage": _usage,
+    }
     try:
         return handlers[args.command](args)
     except KeyboardInterrupt:
