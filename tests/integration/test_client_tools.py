@@ -195,6 +195,26 @@ async def test_a_batch_of_the_gateways_tool_and_a_client_tool_answers_the_model_
     ]
 
 
+async def test_two_calls_answered_out_of_order_reach_the_model_in_call_order(
+    gateway: Gateway,
+) -> None:
+    async with gateway.session("text", client_tools=[LOOKUP]) as client:
+        await client.send(
+            "text.send", text='/tools lookup_order {"order": "A"} ;; lookup_order {"order": "B"}'
+        )
+        first = await client.last("client_tool.requested")
+        second = await client.last("client_tool.requested")
+        assert [json.loads(r["arguments"])["order"] for r in (first, second)] == ["A", "B"]
+        await client.send("client_tool.output", call_id=second["call_id"], output="b")
+        await client.send("client_tool.output", call_id=first["call_id"], output="a")
+        done = await reply(client)
+    results = model_results(done["text"])
+    assert [(env["meta"]["callId"], env["data"]) for _, env in results] == [
+        (first["call_id"], {"output": "a"}),
+        (second["call_id"], {"output": "b"}),
+    ]
+
+
 async def test_on_gemini_a_call_delivered_twice_is_asked_once(
     gateway_factory: GatewayFactory, tmp_path: Path
 ) -> None:
