@@ -113,3 +113,34 @@ async def test_a_confirmation_asked_on_one_node_runs_once_when_approved_on_anoth
     assert [line["label"] for line in lines] == ["booking"]
     assert lines[0]["pid"] == b.pid
     await again.ws.close()
+
+
+async def test_usage_goes_on_across_nodes_and_is_the_whole_sessions(
+    on_openai: Cluster, fake: FakeRealtimeServer
+) -> None:
+    """The usage sums are in the snapshot: node b's session.ended reports what node a's
+    upstream reported too, once (and node a wrote no usage record of its own)."""
+    a, b = await on_openai.node("a"), await on_openai.node("b")
+    client = await connect(on_openai, a)
+    started = await client.start("text")
+    await client.say("first, on node a")
+    await drop(client)
+
+    again, _ = await resumed_on(on_openai, b, started)
+    await again.say("then, on node b")
+    await again.send("session.end")
+    ended = await again.last("session.ended")
+    await again.ws.close()
+    reported = {"input_text": 0, "output_text": 0, "output_audio": 0}
+    responses = 0
+    for conn in fake.connections:
+        for done in conn.sent("response.done"):
+            usage = done["response"]["usage"]
+            responses += 1
+            reported["input_text"] += usage["input_token_details"]["text_tokens"]
+            reported["output_text"] += usage["output_token_details"]["text_tokens"]
+            reported["output_audio"] += usage["output_token_details"]["audio_tokens"]
+    usage = ended["usage"]
+    assert usage["responses"] == responses == 2
+    assert {kind: usage["tokens"][kind] for kind in reported} == reported
+    assert reported["output_text"] > 0

@@ -248,3 +248,52 @@ async def test_chat_rounds_of_a_reply_are_summed(gateway_factory: GatewayFactory
         output_text=sum(u["completion_tokens"] for u in fake.usages),
     )
     assert usage["tool_calls"] == {"ok": 1}
+
+
+async def _resumed_twice_said(gateway: Gateway) -> list[dict[str, Any]]:
+    """A turn, a dropped socket, a resume, a turn, the end: the resumed client's events."""
+    async with gateway.session("text") as first_client:
+        await first_client.send("text.send", text="before the drop")
+        await first_client.until("response.done")
+        session_id = first_client.started["session_id"]
+        token = first_client.started["resume_token"]
+        await drop(first_client)
+    await eventually(lambda: gateway.manager.sessions[session_id].outbound is None)
+    async with gateway.connect() as client:
+        assert (await resume(client, session_id, token))["resumed"] is True
+        await client.send("text.send", text="after the resume")
+        await client.until("response.done")
+        await client.send("session.end")
+        await client.wait_closed()
+    return client.events
+
+
+async def test_gemini_sums_go_on_across_a_resume(
+    gemini_fake: FakeGeminiServer, gateway_factory: GatewayFactory
+) -> None:
+    gateway = await gemini_gateway(gateway_factory, gemini_fake, resume_window_s=5, store=Store())
+    usage = ended(await _resumed_twice_said(gateway))
+    assert usage["responses"] == 2
+    assert usage["tokens"] == gemini_reported(gemini_fake)
+    assert usage["tokens"]["output_text"] > 0
+
+
+async def test_chat_sums_go_on_across_a_resume(gateway_factory: GatewayFactory) -> None:
+    fake = FakeChatServer()
+    await fake.start()
+    try:
+        gateway = await gateway_factory(
+            provider="chat",
+            chat_base_url=fake.base_url,
+            chat_api_key="sk-test",
+            resume_window_s=5,
+            store=Store(),
+        )
+        usage = ended(await _resumed_twice_said(gateway))
+    finally:
+        await fake.stop()
+    assert usage["responses"] == 2 == len(fake.usages)
+    assert usage["tokens"] == tokens(
+        input_text=sum(u["prompt_tokens"] for u in fake.usages),
+        output_text=sum(u["completion_tokens"] for u in fake.usages),
+    )
