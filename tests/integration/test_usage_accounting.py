@@ -20,15 +20,10 @@ from test_gateway_resume import Store, drop, eventually, resume
 from fakes.chat.server import FakeChatServer
 from fakes.gemini_live.server import FakeGeminiOptions, FakeGeminiServer
 from fakes.openai_realtime.server import FakeRealtimeServer
+from gateway.usage import PRICED_FIELDS
 
-TOKEN_KINDS = (
-    "input_text",
-    "input_audio",
-    "input_cached",
-    "output_text",
-    "output_audio",
-    "output_reasoning",
-)
+# Every kind of token the summary counts (the price table prices the same ones).
+TOKEN_KINDS = PRICED_FIELDS
 
 
 def tokens(**counts: int) -> dict[str, int]:
