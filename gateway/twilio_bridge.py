@@ -132,6 +132,13 @@ class TwilioBridge:
         session = self.session
         if session is None:
             return True
+        if session.ended.is_set():
+            # The stream stays open while the last words play out: the caller's echoes count
+            # for that; the caller's keys and voice reach no session any more.
+            if isinstance(event, codec.Mark):
+                self.tracker.echoed(event.name)
+                self._check_played_all()
+            return not isinstance(event, codec.Stop)
         match event:
             case codec.Media(payload=payload) if payload:
                 audio = self._odd_byte + payload

@@ -214,6 +214,47 @@ async def test_an_internal_error_on_one_twilio_event_does_not_end_the_call(
     await client.send("stop", stop=STOP)
 
 
+async def test_a_key_pressed_while_the_last_words_play_out_reaches_no_ended_session(
+    fake: FakeRealtimeServer, gateway_factory: GatewayFactory
+) -> None:
+    """Found by the soak (no traceback in any log): a drain ended the call's session while a
+    confirmation was pending, and the stream stayed open to play the last words out; the
+    caller pressed 1, the bridge handed it to the ended session, whose approval failed
+    (``Fenced``: the session's record is ended) and ``twilio_event_failed`` logged a
+    traceback. Once the session has ended, the caller's keys, audio and mark echoes only serve
+    the play-out."""
+    arguments = orjson.dumps({"title": "Dentist", "start": "2030-01-15T10:00:00+00:00"}).decode()
+    gateway = await twilio_gateway(
+        gateway_factory,
+        fake,
+        twilio_greeting=f"/tool calendar_create_event {arguments}",
+        drain_grace_s=0.2,
+    )
+    client = await call(gateway)
+    session = await _only_session(gateway)
+    while ("calendar_create_event", "confirmation_pending") not in gateway.decisions():
+        await client.next(within=5)
+    client.echo_marks = False  # the last words are still playing: the stream stays open
+    with capture_logs() as logged:
+        draining = asyncio.create_task(gateway.server.drain())
+        await asyncio.wait_for(session.ended.wait(), 5)
+        await client.send("dtmf", dtmf={"track": "inbound_track", "digit": "1"})
+        await client.send("stop", stop=STOP)
+        while await client.next(within=10) is not None:
+            pass
+        await draining
+    assert [e for e in logged if e.get("log_level") == "error"] == []
+    assert ("calendar_create_event", "confirmed") not in gateway.decisions()
+
+
+async def _only_session(gateway: Any) -> Any:
+    for _ in range(100):
+        if gateway.manager.sessions:
+            return next(iter(gateway.manager.sessions.values()))
+        await asyncio.sleep(0.02)
+    raise AssertionError("no session started")
+
+
 # -- the webhook -----------------------------------------------------------------------------------
 
 
@@ -281,6 +322,7 @@ class Wire:
 class StubSession:
     def __init__(self) -> None:
         self.events: list[Any] = []
+        self.ended = asyncio.Event()
 
     async def on_client_event(self, event: Any) -> None:
         self.events.append(event)
