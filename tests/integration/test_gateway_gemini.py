@@ -290,6 +290,35 @@ async def test_switching_mode_continues_on_a_new_connection(
     assert client.audio
 
 
+async def test_a_call_of_a_new_gemini_session_runs_though_its_id_repeats_an_earlier_one(
+    gateway: Gateway, fake: FakeGeminiServer
+) -> None:
+    """Found by the soak (a turn that never ended): Gemini numbers its calls per session, so a
+    new session (a mode switch here; a move to another node, a connection lost before any
+    handle) calls ``function-call-1`` again. The gateway took it for the earlier call delivered
+    twice: it never ran, the model never got a result, and the conversation hung."""
+    async with gateway.session("text") as client:
+        first = await client.say('/tool echo {"text": "first"}')
+        await client.send("session.update", mode="voice")
+        await client.last("session.updated")
+        second_conn = await fake.wait_connections(2)
+        second = await client.say('/tool echo {"text": "second"}')
+    first_call = first_done(first)
+    second_call = first_done(second)
+    assert second_call["data"] == {"text": "second", "count": 1}
+    assert second_call["call_id"] != first_call["call_id"]
+    # Gemini is answered with its own id.
+    (response,) = second_conn.received("toolResponse")
+    (answer,) = response["toolResponse"]["functionResponses"]
+    assert answer["id"] == second_conn.sent("toolCall")[0]["toolCall"]["functionCalls"][0]["id"]
+    assert answer["response"]["data"] == {"text": "second", "count": 1}
+    assert model_results(second[-1]["text"])[0][1]["data"]["text"] == "second"
+
+
+def first_done(events: list[dict[str, Any]]) -> dict[str, Any]:
+    return first(events, "tool.finished")
+
+
 async def test_two_sessions_get_two_upstream_sessions(
     gateway: Gateway, fake: FakeGeminiServer
 ) -> None:

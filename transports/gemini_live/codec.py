@@ -87,6 +87,7 @@ class GeminiCodec:
         self._own_interrupts = 0  # clientContent turns we sent that cut a generation
         self._handle_stale = False  # a turn ran since the last resumable handle
         self.calls = CallBook(config.tools)
+        self._sessions = 0  # Gemini sessions begun (connections that did not resume one)
         self._usage: dict[str, Any] | None = None
         self._uplink = bytearray()
         self._offline = bytearray()
@@ -232,6 +233,7 @@ class GeminiCodec:
             self._unanswered_text = None
             self._answered_results.clear()
             self._question_called_tools = False
+            self.calls.question_answered()
         out.append(ev.ResponseDone(r.response_id, status, self._usage))
         self._usage = None
 
@@ -335,7 +337,9 @@ class GeminiCodec:
                 self.notes.append(("tool_result_dropped", {"call_id": result.call_id}))
                 continue
             summary = result_text(result)  # serialised before the id leaves the pending list
-            answers.append((result.call_id, name or result.name, result.envelope))
+            answers.append(
+                (self.calls.server_id(result.call_id), name or result.name, result.envelope)
+            )
             del pending[result.call_id]
             self._answered_results.append(f"{name} call {result.call_id}: {summary}")
             self.history.append(("user", f"result of {result.call_id}: {summary}"))
@@ -349,7 +353,7 @@ class GeminiCodec:
         """A background call's result, with Gemini's scheduling if this connection issued it."""
         name = self.calls.nonblocking_answerable(result.call_id) if self.connected else None
         if name is not None:
-            answer = [(result.call_id, name, result.envelope)]
+            answer = [(self.calls.server_id(result.call_id), name, result.envelope)]
             self.outbox.append(wire.tool_response(answer, scheduling=SCHEDULING[delivery]))
             self.history.append(("user", f"result of {result.call_id}: {result_text(result)}"))
         elif delivery == "silent":
@@ -444,6 +448,10 @@ class GeminiCodec:
         its last handle, so what came after is given again)."""
         self.connected = True
         self._handle_stale = False
+        if not resumed:
+            # A first session of a new conversation is the only one whose ids cannot repeat.
+            self.calls.new_session(ids_may_repeat=self._sessions > 0 or bool(self.config.history))
+            self._sessions += 1
         frames: list[str] = []
         question = self._unanswered_text
         if not resumed and self.history:

@@ -67,6 +67,10 @@ def tool_call(*ids: str) -> dict[str, Any]:
     return {"toolCall": {"functionCalls": calls}}
 
 
+def requested(out: list[ev.UpstreamEvent]) -> tuple[ev.RequestedCall, ...]:
+    return next(e for e in out if isinstance(e, ev.ToolCallsRequested)).calls
+
+
 def result(call_id: str) -> ToolResult:
     return ToolResult(call_id, "get_weather", {"ok": True, "data": {"temp_c": 21}})
 
@@ -248,6 +252,34 @@ class TestTools:
         assert "fc-1" in turn["parts"][0]["text"]
         assert "temp_c" in turn["parts"][0]["text"]
         assert frames[1]["clientContent"]["turnComplete"] is True
+
+    def test_ids_of_a_new_session_that_repeat_earlier_ones_are_made_unique(self) -> None:
+        """Gemini numbers calls per session: a new session (not resumed) may reuse an id."""
+        codec = online()
+        (first,) = requested(feed(codec, tool_call("fc-1")))
+        assert first.call_id == "fc-1"
+        codec.tool_results([result("fc-1")])
+        feed(codec, audio(20), turn_complete())  # the model answered: a later question's calls
+        sent(codec)
+        codec.connection_lost()
+        codec.resume(resumed=False)
+        (again,) = requested(feed(codec, tool_call("fc-1")))
+        assert again.call_id != "fc-1"
+        assert feed(codec, tool_call("fc-1")) == []  # delivered twice in one session: once
+        codec.tool_results([result(again.call_id)])
+        (frame,) = sent(codec)
+        assert [r["id"] for r in frame["toolResponse"]["functionResponses"]] == ["fc-1"]
+        (other,) = requested(feed(codec, tool_call("fc-2")))
+        out = feed(codec, {"toolCallCancellation": {"ids": ["fc-2"]}})
+        assert out == [ev.ToolCallsCancelled((other.call_id,))]
+
+    def test_a_restored_session_never_reuses_ids_of_its_earlier_life(self) -> None:
+        """On another node the transport does not know the ids the session used before (its
+        ledger does): every id of a restored session is made unique."""
+        codec = online(history=(ConversationItem("user", "earlier"),))
+        (call,) = requested(feed(codec, tool_call("fc-1")))
+        assert call.call_id.startswith("fc-1")
+        assert call.call_id != "fc-1"
 
     def test_a_cancelled_call_is_not_reported_after_a_reconnect(self) -> None:
         codec = online()
