@@ -12,6 +12,11 @@ carries them out has the same skeleton in both, and that skeleton lives here:
 - ``ServerShell``: the loopback listener: ``start`` / ``stop`` / ``wait_connections`` and
   ``async with``;
 - ``serve_until_signalled``: the command line's run loop (until SIGTERM or SIGINT).
+
+A ``FrameTap`` set on a server (``ServerShell.tap``) sees every frame of every connection, in
+both directions, whether or not the log keeps them: a long run (the soak) reads what it needs
+as it passes instead of keeping hours of audio. ``forget_closed`` lets such a run drop the
+connections that are over.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ __all__ = [
     "ConnectionShell",
     "ServerShell",
     "ShellOptions",
+    "FrameTap",
     "ShellStep",
     "serve_until_signalled",
 ]
@@ -62,6 +68,9 @@ class ShellStep(Protocol):
     def hang(self) -> bool: ...
 
 
+# (the connection, "in" or "out", the message as the connection indexes it)
+FrameTap = Callable[[Any, str, Mapping[str, Any]], None]
+
 OptionsT = TypeVar("OptionsT", bound=ShellOptions)
 KeyT = TypeVar("KeyT")  # what names a delivery (a response id, a generation number)
 OutT = TypeVar("OutT")  # what the writer sends, besides closes
@@ -87,6 +96,12 @@ class ConnectionShell(ABC, Generic[OptionsT, KeyT, OutT]):
         self._closing = False  # a close is queued: nothing more is sent
         self._deliveries: dict[KeyT, asyncio.Task[None]] = {}
         self._timers: list[asyncio.TimerHandle] = []
+        self.tap: FrameTap | None = None  # the server's, given when it accepts the connection
+
+    @property
+    def _sees_frames(self) -> bool:
+        """Someone reads the frames: the log, or a tap."""
+        return self.options.log_frames or self.tap is not None
 
     # What a fake provides (``_send`` gets a frame, not a close, while the socket is open) ------
 
@@ -150,6 +165,8 @@ class ConnectionShell(ABC, Generic[OptionsT, KeyT, OutT]):
     def _log_frame(
         self, direction: str, logged: dict[str, Any], keys: Iterable[str], indexed: dict[str, Any]
     ) -> None:
+        if self.tap is not None:
+            self.tap(self, direction, indexed)
         if not self.options.log_frames:
             return
         self.log.append((direction, logged))
@@ -280,6 +297,7 @@ class ServerShell(Served, Generic[ConnectionT]):
 
     def __init__(self) -> None:
         self.connections: list[ConnectionT] = []
+        self.tap: FrameTap | None = None  # given to each connection accepted from now on
         self._runner: web.AppRunner | None = None
         self._host = "127.0.0.1"
         self._port = 0
@@ -328,7 +346,15 @@ class ServerShell(Served, Generic[ConnectionT]):
             await self._accepted.wait_for(lambda: len(self.connections) >= count)
         return self.connections[count - 1]
 
+    def forget_closed(self) -> list[ConnectionT]:
+        """Drop the connections that are over from ``connections`` (a long run's memory);
+        returns them. ``wait_connections`` counts only what is left."""
+        over = [c for c in self.connections if c.closed.is_set()]
+        self.connections = [c for c in self.connections if not c.closed.is_set()]
+        return over
+
     async def _accept(self, connection: ConnectionT) -> None:
+        connection.tap = self.tap
         self.connections.append(connection)
         async with self._accepted:
             self._accepted.notify_all()

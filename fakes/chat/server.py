@@ -3,7 +3,8 @@
 What to answer is decided by the pure ``brain.decide``; how it looks on the wire is made by
 the pure ``stream_chunks`` / ``completion_object`` / ``error_body`` here; the rest is the thin
 aiohttp shell: ``POST /v1/chat/completions`` (and ``/chat/completions``), the Bearer key check,
-the request log (``requests``, ``responses``, ``wait_for_requests``), the waits between chunks,
+the request log (``requests``, ``responses``, ``wait_for_requests``; a ``tap`` sees each
+exchange as it comes, also when ``log_exchanges`` is off for a long run), the waits between chunks,
 and ``Cut`` (the stream breaks off: no ``finish_reason``, no ``[DONE]``, the TCP is closed).
 A ``Text`` marked ``unannounced`` (``/unknown``) carries what providers add without notice: a
 chunk of an ``object`` type the reference does not list, and fields it does not list on the
@@ -22,7 +23,7 @@ import re
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +70,7 @@ class FakeChatOptions:
     word_delay_s: float = 0.0  # between text pieces
     retry_after_ms: int = 1  # the ``retry-after-ms`` header of 429 and 5xx answers
     text_chunk_chars: int | None = None  # text in pieces of exactly this many characters
+    log_exchanges: bool = True  # keep ``requests`` and ``responses`` (a long run does not)
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +267,8 @@ class FakeChatServer(Served):
         self.responses: list[FakeReply] = []
         self.usages: list[dict[str, int]] = []  # the usage chunk of each stream that sent one
         self.counters: dict[str, int] = {}  # the server-wide state of ``/http STATUS TIMES``
+        # Sees each request body and what was decided for it, logged or not.
+        self.tap: Callable[[dict[str, Any], FakeReply], None] | None = None
         self._host, self._port = host, port
         self._runner: web.AppRunner | None = None
         self._logged = asyncio.Condition()
@@ -348,6 +352,10 @@ class FakeChatServer(Served):
         return web.json_response(completion_object(reply, envelope), dumps=_dumps)
 
     async def _log_exchange(self, body: dict[str, Any], reply: FakeReply) -> None:
+        if self.tap is not None:
+            self.tap(body, reply)
+        if not self.options.log_exchanges:
+            return
         self.requests.append(body)
         self.responses.append(reply)
         _log.info("fake chat request %d: %s", len(self.requests), reply)

@@ -180,7 +180,7 @@ class FakeGeminiConnection(ConnectionShell[FakeGeminiOptions, int, _Frame]):
             self._record("in", {"raw": text[:200]}, None)
             actions = self.session.invalid_frame(str(error).split(":", 1)[0])
         else:
-            if self.options.log_frames:
+            if self._sees_frames:
                 logged = raw if isinstance(raw, dict) else {"raw": raw}
                 self._record("in", logged, normalise(raw) if isinstance(raw, dict) else None)
             noted = len(self.session.ignored)
@@ -203,7 +203,7 @@ class FakeGeminiConnection(ConnectionShell[FakeGeminiOptions, int, _Frame]):
             await ws.send_frame(frame, self._opcode)
         except ConnectionError:
             return
-        if self.options.log_frames:
+        if self._sees_frames:
             logged = message if message is not None else orjson.loads(frame)
             self._record("out", logged, logged)
             await self._notify()
