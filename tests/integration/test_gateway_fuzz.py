@@ -986,9 +986,7 @@ async def test_nothing_follows_session_ended_when_a_response_is_in_flight(
         await client.send("session.end")
         assert await client.wait_closed() == 1000
         last = client.events[-1]
-        assert (last["type"], last["reason"]) == ("session.ended", "client"), types(
-            client.events
-        )
+        assert (last["type"], last["reason"]) == ("session.ended", "client"), types(client.events)
         assert set(last) == {"type", "reason", "usage"}
 
 
