@@ -37,9 +37,9 @@ __all__ = [
     "CLOSE_REASON_MAX_BYTES",
     "Close",
     "ConnectionShell",
+    "FrameTap",
     "ServerShell",
     "ShellOptions",
-    "FrameTap",
     "ShellStep",
     "serve_until_signalled",
 ]

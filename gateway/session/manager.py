@@ -22,7 +22,6 @@ from gateway.config import Settings
 from gateway.observability import Metrics, Tracing
 from gateway.protocol import (
     AudioFormat,
-    ClientToolDeclaration,
     EndReason,
     ErrorCode,
     ErrorEvent,
@@ -121,7 +120,6 @@ class SessionManager:
                 outbound,
                 start.event_id,
                 epoch=1,
-                client_tools=start.client_tools,
             )
         except BaseException:
             await self.release_slot(user, session_id)
@@ -183,10 +181,8 @@ class SessionManager:
         event_id: str | None,
         *,
         epoch: int,
-        client_tools: tuple[ClientToolDeclaration, ...] = (),
     ) -> Session:
-        """Connect the upstream and build the session (registered, loops running);
-        ``client_tools``: those its client declared (a new session; a snapshot has none)."""
+        """Connect the upstream and build the session (registered, loops running)."""
         session = await open_session(
             session_id,
             setup,
@@ -205,7 +201,6 @@ class SessionManager:
             on_boundary=self._boundary if self.store.shared else None,
             on_lost=self._lost,
             on_end=self._free_in_store,
-            client_tools=client_tools,
             prices=self.prices,
             tracing=self.tracing,
         )

@@ -86,6 +86,7 @@ def session_setup(
         locale=start.locale,
         tool_dialect=None if start.tool_dialect is None else str(start.tool_dialect),
         audio_encoding=start.audio.encoding,
+        client_tools=tuple(tool.to_dict() for tool in start.client_tools),
     )
 
 
@@ -222,12 +223,13 @@ async def open_session(
     on_boundary: Callable[[Session], None] | None,
     on_lost: Callable[[Session], None],
     on_end: Callable[[Session], Awaitable[None]],
-    client_tools: tuple[ClientToolDeclaration, ...] = (),
     prices: PriceTable | None = None,
     tracing: Tracing | None = None,
 ) -> Session:
-    """Connect the upstream and build the session (not attached, no loops yet);
-    ``client_tools``: checked already (``session_setup``)."""
+    """Connect the upstream and build the session (not attached, no loops yet). The tools its
+    client declared are in ``setup`` (checked by ``session_setup`` when it began; a resume on
+    any node offers them again)."""
+    client_tools = tuple(ClientToolDeclaration(**dict(tool)) for tool in setup.client_tools)
     trace = None
     if tracing is not None:
         trace = SessionTrace(

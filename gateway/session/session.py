@@ -103,7 +103,7 @@ class Session:
         trace: SessionTrace | None = None,
     ) -> None:
         """``setup`` is a fresh snapshot for a new session, or a stored one being resumed;
-        ``client_tools``: the tools its client declared (a snapshot does not hold them).
+        ``client_tools``: the book of the tools its client declared (from ``setup``).
         ``on_boundary``: a turn began or ended (a snapshot is due); ``on_lost``: another node
         owns the session now; ``on_end``: it is ending here for good (awaited before the client
         hears ``session.ended``, so that what it held in the store is free by then)."""
@@ -136,7 +136,8 @@ class Session:
             self._log = self._log.bind(trace_id=format(context.trace_id, "032x"))
         self.ownership = ownership
         # A phone call's media stream cannot move to another node (a drain lets it finish), nor
-        # can the tools a client declared (a snapshot does not hold them).
+        # a session with tools of its client's: a call waiting for the client's answer lives
+        # on this node only (the declarations themselves are in the snapshot).
         self.movable = client_tools is None or not client_tools.tools
         self._on_boundary = on_boundary
         self._on_lost = on_lost

@@ -10,8 +10,10 @@ live ``Conversation`` in place, so that everything holding its parts keeps holdi
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from gateway.orchestrator import ConfirmationBook, IntentState, TurnState
 from gateway.store import SessionSnapshot
@@ -37,6 +39,7 @@ class Profile:
     locale: str | None = None
     tool_dialect: str | None = None
     encoding: str = "pcm16"  # of the client's audio, both ways ("pcmu": a phone call)
+    client_tools: tuple[Mapping[str, Any], ...] = ()  # fixed for the session's life
 
     @classmethod
     def of(cls, setup: SessionSnapshot) -> Profile:
@@ -52,6 +55,7 @@ class Profile:
             locale=setup.locale,
             tool_dialect=setup.tool_dialect,
             encoding=setup.audio_encoding,
+            client_tools=setup.client_tools,
         )
 
 
@@ -90,6 +94,7 @@ def snapshot(profile: Profile, conversation: Conversation) -> SessionSnapshot:
         pending_messages=tuple(conversation.intents.pending_messages),
         history=tuple(conversation.history),
         usage=conversation.usage.as_json(),
+        client_tools=profile.client_tools,
     )
 
 

@@ -93,6 +93,9 @@ class SessionSnapshot:
     history: tuple[ConversationItem, ...] = field(default_factory=tuple)
     # What the session consumed so far (``gateway.usage.SessionUsage.as_json``).
     usage: Mapping[str, Any] = field(default_factory=dict)
+    # The tools its client declared (``{name, description, parameters}``), offered to every
+    # upstream the session opens, on any node.
+    client_tools: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

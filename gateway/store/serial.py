@@ -62,6 +62,7 @@ def snapshot_to_json(snapshot: SessionSnapshot) -> bytes:
             "pending_messages": snapshot.pending_messages,
             "history": [[item.role, item.text] for item in snapshot.history],
             "usage": dict(snapshot.usage),
+            "client_tools": [dict(tool) for tool in snapshot.client_tools],
         }
     )
 
@@ -104,6 +105,7 @@ def snapshot_from_json(data: bytes | str) -> SessionSnapshot:
             pending_messages=tuple(str(m) for m in raw["pending_messages"]),
             history=tuple(ConversationItem(role, str(text)) for role, text in raw["history"]),
             usage=_usage_of(raw.get("usage")),  # absent before usage was kept
+            client_tools=tuple(dict(tool) for tool in raw.get("client_tools", ())),
         )
     except (KeyError, TypeError, ValueError, orjson.JSONDecodeError) as exc:
         raise ValueError(f"unreadable snapshot: {exc}") from None

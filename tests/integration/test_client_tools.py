@@ -330,7 +330,7 @@ async def test_a_resume_asks_again_and_the_answer_after_it_is_taken(
     gateway = await gateway_factory(resume_window_s=30)
     async with gateway.session("text", client_tools=[LOOKUP]) as client:
         (session,) = gateway.manager.sessions.values()
-        assert not session.movable  # its tools are not in a snapshot: it never moves away
+        assert not session.movable  # a call waiting for the client lives here: it stays
         request = (await asked(client))[-1]
         await client.ws.close()
         ws = await gateway.http.ws_connect(

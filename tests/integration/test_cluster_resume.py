@@ -83,6 +83,28 @@ async def test_a_session_on_the_local_model_resumes_on_another_node(
         await again.ws.close()
 
 
+async def test_a_call_made_after_a_move_runs_though_the_local_model_numbers_calls_again(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """Found by the soak (a turn that never ended): on node b the local model is a new one
+    that numbers its calls from call_1 again; the session's ledger knew call_1 (node a's call)
+    and b adopted its result for the new call, which never ran."""
+    async with cluster(redis_server, tmp_path, provider="local") as group:
+        a, b = await group.node("a"), await group.node("b")
+        client = await connect(group, a)
+        started = await client.start("text")
+        before = await client.say('/tool journal {"label": "on a"}')
+        await drop(client)
+        again, _ = await resumed_on(group, b, started)
+        after = await again.say('/tool journal {"label": "on b"}')
+        await again.ws.close()
+    first_call = next(e for e in before if e["type"] == "tool.finished")
+    second_call = next(e for e in after if e["type"] == "tool.finished")
+    assert second_call["call_id"] != first_call["call_id"]
+    assert second_call["data"]["label"] == "on b"
+    assert [line["label"] for line in group.journal_lines()] == ["on a", "on b"]
+
+
 async def test_a_confirmation_asked_on_one_node_runs_once_when_approved_on_another(
     on_openai: Cluster, fake: FakeRealtimeServer
 ) -> None:
@@ -144,3 +166,34 @@ async def test_usage_goes_on_across_nodes_and_is_the_whole_sessions(
     assert usage["responses"] == responses == 2
     assert {kind: usage["tokens"][kind] for kind in reported} == reported
     assert reported["output_text"] > 0
+
+
+async def test_the_clients_own_tools_follow_a_resume_to_another_node(
+    on_openai: Cluster, fake: FakeRealtimeServer
+) -> None:
+    """The declarations are in the snapshot: node b's upstream is offered the client's tool,
+    and a call of it there is asked of the client, answered, and replied from."""
+    lookup = {
+        "name": "lookup_order",
+        "description": "Look an order up by its number.",
+        "parameters": {"type": "object", "properties": {"order": {"type": "string"}}},
+    }
+    a, b = await on_openai.node("a"), await on_openai.node("b")
+    client = await connect(on_openai, a)
+    started = await client.start("text", client_tools=[lookup])
+    await client.say("hello from node a")
+    await drop(client)
+
+    again, _ = await resumed_on(on_openai, b, started)
+    on_b = fake.connections[-1]
+    declared = [tool["name"] for tool in on_b.received("session.update")[0]["session"]["tools"]]
+    assert "lookup_order" in declared
+    await again.send("text.send", text='/tool lookup_order {"order": "A1"}')
+    request = await again.last("client_tool.requested")
+    assert request["name"] == "lookup_order"
+    await again.send("client_tool.output", call_id=request["call_id"], output="shipped")
+    done = await again.last("response.done")
+    while not done["text"]:  # the response that made the call ends first, empty
+        done = await again.last("response.done")
+    assert "shipped" in done["text"]
+    await again.ws.close()

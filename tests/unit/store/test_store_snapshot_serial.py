@@ -25,6 +25,7 @@ PHONE_CALL = SessionSnapshot(
     pending_messages=("remember this",),
     history=(ConversationItem("user", "hello"), ConversationItem("assistant", "hi")),
     usage={"responses": 2, "tokens": {"input_audio": 40}, "audio_in_s": 3.5},
+    client_tools=({"name": "lookup_order", "description": "", "parameters": {"type": "object"}},),
 )
 
 
