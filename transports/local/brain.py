@@ -19,7 +19,8 @@ shell turns replies into events and does any waiting. Free mode follows these ru
   in the same format, as a batch of one.
 
 Scenario mode (``from_scenario``) replaces all of these rules by a script (``scenario.py``).
-Call ids are ``call_1``, ``call_2``… per brain.
+Call ids are ``call_1``, ``call_2``… per brain (``number_calls_apart`` changes the prefix, for a
+brain that takes over a conversation whose earlier calls another brain numbered).
 """
 
 from __future__ import annotations
@@ -165,6 +166,7 @@ class LocalBrain:
         self.scenario_mismatches = 0
         self._next_step = 0
         self._calls_made = 0
+        self._call_prefix = "call_"
         self._open_batch: tuple[ToolCall, ...] = ()
         self._batch_results: dict[str, Mapping[str, Any]] = {}
         self._pending: tuple[PendingConfirmation, ...] = ()
@@ -172,6 +174,10 @@ class LocalBrain:
     @classmethod
     def from_scenario(cls, path: str | os.PathLike[str]) -> LocalBrain:
         return cls(Scenario.load(path))
+
+    def number_calls_apart(self, prefix: str) -> None:
+        """Number calls ``<prefix>1``, ``<prefix>2``…: ids no other brain gave."""
+        self._call_prefix = prefix
 
     @property
     def open_call_ids(self) -> tuple[str, ...]:
@@ -276,7 +282,7 @@ class LocalBrain:
         batch = []
         for name, arguments in calls:
             self._calls_made += 1
-            batch.append(ToolCall(f"call_{self._calls_made}", name, arguments))
+            batch.append(ToolCall(f"{self._call_prefix}{self._calls_made}", name, arguments))
         self._open_batch, self._batch_results = tuple(batch), {}
         return CallTools(self._open_batch)
 

@@ -26,6 +26,7 @@ Rules the session can rely on:
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -137,6 +138,10 @@ class LocalTransport:
         self.instructions = config.instructions
         self._vad = EnergyVad(config.client_input_rate)
         self.history.extend((item.role, item.text) for item in config.history)
+        if config.history:
+            # A session restored (on another node): its earlier calls, which its ledger still
+            # knows, were numbered by another brain; this one's ids must not repeat theirs.
+            self.brain.number_calls_apart(f"call_{uuid.uuid4().hex[:6]}_")
 
     async def events(self) -> AsyncIterator[UpstreamEvent]:
         while (event := await self._queue.get()) is not None:
