@@ -40,7 +40,6 @@ from gateway.session.outbound import Outbound
 from gateway.session.refusals import StartRefused, store_unavailable
 from gateway.session.resume import Resumes
 from gateway.session.session import Session, SessionUser
-from gateway.session.toolflow import CONFIRMATION_KEY_MARGIN_S
 from gateway.store import (
     Fenced,
     SessionRecord,
@@ -367,10 +366,7 @@ class SessionManager:
             try:
                 if not await session.ownership.save(session.snapshot(), parked=parked, ttl_s=ttl_s):
                     return  # down again: the next recovery of the store does it all
-                now = self.clock.now()
-                for pending in session.conversation.book.pending():
-                    ttl = (pending.expires_at - now).total_seconds() + CONFIRMATION_KEY_MARGIN_S
-                    await session.ownership.open_confirmation(pending.confirmation_id, ttl)
+                await session.ownership.reopen_confirmations()
                 await self.keep_slot(session)
             except Fenced:
                 session.lost()

@@ -26,6 +26,7 @@ from gateway.session.holding_policy import HoldingPolicy
 from gateway.session.ownership import Ownership
 from gateway.session.refusals import StartRefused
 from gateway.session.session import Session, SessionUser
+from gateway.session.toolflow import CONFIRMATION_KEY_MARGIN_S as KEY_MARGIN_S
 from gateway.session.trace import SessionTrace
 from gateway.store import SessionRecord, SessionSnapshot, SessionStore
 from gateway.toolrun import (
@@ -311,5 +312,14 @@ async def open_session(
             saved_at=clock.now().timestamp(),
         )
 
+    def open_confirmations() -> list[tuple[str, float]]:
+        """Each open confirmation, and how long its key must live in the store."""
+        now = clock.now()
+        return [
+            (pending.confirmation_id, (pending.expires_at - now).total_seconds() + KEY_MARGIN_S)
+            for pending in session.conversation.book.pending()
+        ]
+
     session.ownership.record_of = record
+    session.ownership.confirmations_of = open_confirmations
     return session

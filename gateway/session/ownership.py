@@ -9,8 +9,9 @@ sessions nothing.
 
 When the store answers that it has no record of the session at all (it restarted empty: Redis
 runs without persistence), the owner registers the session again from what it holds (the
-``record_of`` callback) and goes on; the tombstone an ended session leaves stops a stale node
-from doing so.
+``record_of`` callback), with its open confirmations (``confirmations_of``: their keys went
+with the record, and a confirmation whose key is missing reads as taken by another node), and
+goes on; the tombstone an ended session leaves stops a stale node from doing so.
 
 ``handed_off``: the session left this node (drained, or another node asked for it): calls still
 running here finish into the ledger, and their results are left for the new owner.
@@ -62,6 +63,9 @@ class Ownership:
         self.epoch = epoch
         self.handed_off = False
         self.record_of = record_of
+        # The open confirmations (id, how long their keys must live), to record again.
+        self.confirmations_of: Callable[[], Iterable[tuple[str, float]]] | None = None
+        self._restores = 0  # records registered again (the store had lost them)
         self._record_ttl_s = record_ttl_s
         # Calls this node waits for (started elsewhere): woken by a bus message.
         self._finished: dict[str, asyncio.Event] = {}
@@ -80,6 +84,8 @@ class Ownership:
             record = self.record_of()
             await self.store.register(record, self._record_ttl_s, only_if_absent=True)
             _log.info("session_record_restored", session_id=self.session_id, epoch=self.epoch)
+            self._restores += 1
+            await self.reopen_confirmations()
             try:
                 return await write()
             except RecordMissing:
@@ -124,15 +130,25 @@ class Ownership:
         except StoreUnavailable:
             self._unavailable("open_confirmation")
 
+    async def reopen_confirmations(self) -> None:
+        """Record the open confirmations again: the store lost them (it restarted empty)."""
+        for confirmation_id, ttl_s in self.confirmations_of() if self.confirmations_of else ():
+            await self.open_confirmation(confirmation_id, ttl_s)
+
     async def take_confirmation(self, confirmation_id: str) -> bool:
         """True when this node closes it (approve, reject, expiry): exactly one node does."""
+        restores = self._restores
         try:
-            return await self._as_owner(
+            taken = await self._as_owner(
                 lambda: self.store.take_confirmation(self.session_id, self.epoch, confirmation_id)
             )
         except StoreUnavailable:
             self._unavailable("take_confirmation")
             return True  # nobody else can take it without the store either
+        # The record had to be registered again: its confirmation keys went with it, so this
+        # one is missing because the store forgot it, not because another node took it (the
+        # one being taken is no longer open here, so it was not recorded again).
+        return taken or self._restores > restores
 
     # -- the tool-call ledger --------------------------------------------------------------------
 

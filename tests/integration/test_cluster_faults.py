@@ -254,6 +254,34 @@ async def test_a_confirmation_and_a_running_call_outlive_redis_restarting_empty(
     await client.ws.close()
 
 
+async def test_a_confirmation_approved_before_the_node_noticed_redis_came_back_empty_runs(
+    on_openai: Cluster, redis_server: RedisServer
+) -> None:
+    """Found by the soak (a phone call whose caller pressed 1 and heard nothing): Redis came
+    back empty; before the node's heartbeat recorded its sessions again, the approval's write
+    found no record, registered the session again, but not its open confirmation, and took the
+    missing key for one another node had taken: ``confirmation_not_found``, nothing ran."""
+    a = await on_openai.node("a", lease_ttl_s="60")  # no heartbeat in this test's time
+    client = await connect(on_openai, a)
+    await client.start("text")
+    await client.send("text.send", text='/tool journal_confirm {"label":"booking"}')
+    requested = await client.last("confirmation.requested")
+    await client.until_reply()
+    await redis_server.restart()
+    await client.send(
+        "confirmation.respond", confirmation_id=requested["confirmation_id"], decision="approve"
+    )
+    resolved = await client.last("confirmation.resolved")
+    assert (resolved["decision"], resolved["result"]["ok"]) == ("approved", True)
+    assert [line["label"] for line in on_openai.journal_lines()] == ["booking"]
+    # Approving again is refused: the confirmation was taken, once.
+    await client.send(
+        "confirmation.respond", confirmation_id=requested["confirmation_id"], decision="approve"
+    )
+    assert (await client.last("error"))["code"] == "confirmation_not_found"
+    await client.ws.close()
+
+
 async def test_resume_while_redis_is_down_is_a_retryable_error(
     on_openai: Cluster, redis_server: RedisServer
 ) -> None:
