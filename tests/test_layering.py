@@ -1,7 +1,7 @@
 """The layering of ARCHITECTURE.md, read from the imports themselves (``ast``, no import runs):
 
 - the product (``gateway``, ``transports``, ``tools``) never imports ``fakes``, ``bench``,
-  ``registry_build`` (build time) or the tests;
+  ``soak``, ``registry_build`` (build time) or the tests;
 - ``transports`` and ``tools`` never import ``gateway``;
 - ``tools/_core`` imports nothing of the project but itself;
 - no import circle between modules, counting every import: at the top, inside a function, or
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("gateway", "transports", "tools", "registry_build", "fakes", "bench")
+PACKAGES = ("gateway", "transports", "tools", "registry_build", "fakes", "bench", "soak")
 PRODUCT = ("gateway", "transports", "tools")
 
 
@@ -36,7 +36,11 @@ class Rule:
 
 RULES = (
     *(
-        Rule(product, ("fakes", "bench", "registry_build", "tests"), "the product stands alone")
+        Rule(
+            product,
+            ("fakes", "bench", "soak", "registry_build", "tests"),
+            "the product stands alone",
+        )
         for product in PRODUCT
     ),
     Rule("transports", ("gateway",), "transports are below the gateway"),
