@@ -154,7 +154,11 @@ class ClientEvents:
         if type(event) is BinaryAudio:  # the hot path's slow twin first
             await self._user_audio(event.pcm, None)
             return
-        if not isinstance(event, _UNCOUNTED) and not self.budget.take(now):
+        if (
+            not isinstance(event, _UNCOUNTED)
+            and not self._answers_a_waiting_call(event)
+            and not self.budget.take(now)
+        ):
             self._host.error(
                 ErrorCode.RATE_LIMITED,
                 f"too many events: at most {self.budget.rate_per_s:g} per second; "
@@ -165,6 +169,13 @@ class ClientEvents:
         handler = self._handlers.get(type(event))
         if handler is not None:
             await handler(event)
+
+    def _answers_a_waiting_call(self, event: JsonClientEvent) -> bool:
+        """The answer to a call the client was asked is never dropped by the event budget (a
+        bridge cannot ask it again); an answer to no waiting call spends from it."""
+        return type(event) is ClientToolOutput and self._tools.client_calls.book.is_waiting(
+            event.call_id
+        )
 
     async def start_user_turn(self, text: str) -> None:
         self._conversation.turn.start(text)

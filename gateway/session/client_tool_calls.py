@@ -87,7 +87,12 @@ class ClientToolCalls:
             for call in calls:
                 if call.call_id not in outcomes:  # the session ended: nothing is asked any more
                     self._close(call.call_id, None, "was let go: the session ended")
-                    self._outcome(call, _Closed(None))  # its audit line
+                    ending = endings[call.call_id]
+                    # Its audit line: as answered, when the client had answered already (our
+                    # cancellation cancels the future this task was waiting on).
+                    answered = ending.done() and not ending.cancelled()
+                    self._outcome(call, ending.result() if answered else _Closed(None))
+                self._endings.pop(call.call_id, None)
         return outcomes
 
     def _outcome(self, call: ToolCall, ending: _Ending) -> CallOutcome:
@@ -165,7 +170,9 @@ class ClientToolCalls:
         self._end(call_id, _Closed(reason))
 
     def _end(self, call_id: str, ending: _Ending) -> None:
-        future = self._endings.pop(call_id, None)
+        # The future stays until ``answers`` has taken it: an answer may come while the batch
+        # still runs the gateway's own tools, before ``answers`` looks.
+        future = self._endings.get(call_id)
         if future is not None and not future.done():
             future.set_result(ending)
         _log.info("client_tool_call_closed", call_id=call_id, ending=type(ending).__name__)

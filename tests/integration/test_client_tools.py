@@ -195,6 +195,37 @@ async def test_a_batch_of_the_gateways_tool_and_a_client_tool_answers_the_model_
     ]
 
 
+async def test_an_answer_given_while_the_gateways_own_call_still_runs_is_kept(
+    gateway: Gateway,
+) -> None:
+    """Found in review: the answer came before the batch looked for it, and was lost (the
+    model got INTERNAL for the client's call)."""
+    async with gateway.session("text", client_tools=[LOOKUP]) as client:
+        seen = await asked(client, '/tools sleepy {"ms": 400} ;; lookup_order {"order": "C3"}')
+        await client.send("client_tool.output", call_id=seen[-1]["call_id"], output="delivered")
+        done = await reply(client)
+    results = model_results(done["text"])
+    assert [name for name, _ in results] == ["sleepy", "lookup_order"]
+    assert results[1][1]["data"] == {"output": "delivered"}
+    assert sorted(gateway.decisions()) == [("lookup_order", "client"), ("sleepy", "executed")]
+
+
+async def test_the_answer_to_a_waiting_call_is_never_dropped_by_the_event_budget(
+    gateway_factory: GatewayFactory,
+) -> None:
+    """Found in review: a bridge (``/v1/realtime``) cannot send an answer twice, so the budget
+    must not drop it; an answer to no waiting call still spends from it."""
+    gateway = await gateway_factory(client_events_per_s=0.01, client_events_burst=2)
+    async with gateway.session("text", client_tools=[LOOKUP]) as client:
+        request = (await asked(client))[-1]  # spends the burst's second token
+        await client.send("client_tool.output", call_id="call_nobody", output="x")
+        limited = await client.last("error")
+        assert limited["code"] == "rate_limited"
+        await client.send("client_tool.output", call_id=request["call_id"], output="kept")
+        done = await reply(client)
+    assert model_results(done["text"])[0][1]["data"] == {"output": "kept"}
+
+
 async def test_two_calls_answered_out_of_order_reach_the_model_in_call_order(
     gateway: Gateway,
 ) -> None:
