@@ -83,6 +83,11 @@ class Conversation:
         old = self.link
         if old is not None:
             await old.close()
+            try:  # what came before the end: a session.moving's token, or the end itself
+                for event in old.unread():
+                    self._note(event)
+            except SessionOver:
+                return False
         avoid = old.node if old is not None else None
         self.record.disturb(self.clock.now())
         deadline = self.clock.now() + RETRY_FOR_S
@@ -99,7 +104,11 @@ class Conversation:
                 self._began(answer)
                 return True
             if answer is not None and answer.get("code") == "resume_failed":
-                self.record.lost = f"resume_failed: {answer.get('message')}"
+                which = "session.moving's" if token == self.moving_token else "its last"
+                self.record.lost = (
+                    f"resume_failed with {which} token: {answer.get('message')} "
+                    f"(after {list(self.recent)})"
+                )
                 return False
             last = "no answer" if answer is None else str(answer.get("code"))
             avoid = None

@@ -88,6 +88,17 @@ class Link:
             raise LinkClosed(self.close_code)
         return event
 
+    def unread(self) -> list[dict[str, Any]]:
+        """The events that came and were not read (a closed link's last words)."""
+        events = []
+        while not self._queue.empty():
+            event = self._queue.get_nowait()
+            if event is None:
+                self._queue.put_nowait(None)
+                break
+            events.append(event)
+        return events
+
     def expect_audio(self) -> asyncio.Future[float]:
         """A future for the monotonic time of the next binary frame."""
         self._audio_waiter = asyncio.get_running_loop().create_future()
