@@ -195,6 +195,10 @@ class Metrics:
     def soft_limit_exceeded(self, tool_id: str, mode: str) -> None:
         self.soft_limit_overruns.labels(self.tool_label(tool_id), mode).inc()
 
+    def model_of(self, provider: str, mode: str, model: str | None) -> str:
+        """The model a session uses: its own, or the one configured for its mode."""
+        return model or self._models.get(provider, {}).get(mode) or provider
+
     def model_labels(self, provider: str, mode: str, model: str | None) -> tuple[str, str]:
         """``(provider, model)`` as labels: the model a session without one of its own uses,
         or a configured name; anything else is ``other``."""

@@ -394,6 +394,7 @@ class Session:
         self.ownership.handed_off = True
         if self.ended.is_set():
             return
+        self.usage.flush()  # the next node reports from the snapshot's sums
         if self.trace is not None:
             self.trace.ended("handed_off")
         self.state = transition(self.state, "end")

@@ -38,7 +38,7 @@ from gateway.session.playback import PlaybackCursor
 from gateway.session.snapshot import Conversation, Profile
 from gateway.session.toolflow import ToolFlow
 from gateway.session.trace import SessionTrace
-from gateway.usage import UsageReporter
+from gateway.usage import UsageReporter, token_counts
 from transports import events as up
 from transports.base import Capabilities, ConversationItem, DirectAudio, Transport
 
@@ -239,6 +239,8 @@ class UpstreamEvents:
             await self._transport.truncate(*barge.truncate)
 
     async def _response_ended(self, event: up.ResponseDone) -> None:
+        # Counted now: a response held for its calls may never be finished (the session ends).
+        self._usage.response_reported(event.usage)
         if not self._tools.hold(event, self.finish_response):
             await self.finish_response(event)
 
@@ -247,9 +249,10 @@ class UpstreamEvents:
         if host.ended.is_set():
             return
         spoken, status = self.cursor.done(event.response_id, event.status)
-        tokens = self._usage.response_done(event.usage, 0.0 if spoken is None else spoken.audio_ms)
+        if spoken is not None and spoken.audio_ms:
+            self._usage.audio_out(spoken.audio_ms)
         if self._trace is not None:
-            self._trace.response_done(event.response_id, status, tokens)
+            self._trace.response_done(event.response_id, status, token_counts(event.usage))
         if self.cursor.current is None:
             self.idle.set()
         if spoken is not None and not spoken.interrupted and self._out is not None:

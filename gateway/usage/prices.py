@@ -79,7 +79,8 @@ class PriceTable:
         return cls(currency=currency, rows=rows)
 
     def row_for(self, provider: str, model: str) -> Mapping[str, float] | None:
-        return self.rows.get(f"{provider}/{model}") or self.rows.get(f"{provider}/*")
+        exact = self.rows.get(f"{provider}/{model}")
+        return exact if exact is not None else self.rows.get(f"{provider}/*")
 
     def estimate(self, provider: str, model: str, tokens: TokenCounts) -> float | None:
         """The cost of ``tokens`` on this model, in ``currency``; None without a price row."""

@@ -23,6 +23,8 @@ __all__ = ["UsageCounters", "UsageReporter", "UsageSource"]
 class UsageCounters(Protocol):
     """The metrics a reporter adds to (``gateway.observability.Metrics``)."""
 
+    def model_of(self, provider: str, mode: str, model: str | None) -> str: ...
+
     def model_labels(self, provider: str, mode: str, model: str | None) -> tuple[str, str]: ...
 
     def count_usage(self, labels: tuple[str, str], tokens: TokenCounts) -> None: ...
@@ -54,34 +56,48 @@ class UsageReporter:
         # Built after the account is restored: what it holds was reported where it was counted.
         self._audio_in_reported_ms = usage.audio_in_ms
 
+    def model(self) -> str:
+        """The model the session uses now: its own, or the one configured for its mode."""
+        p = self._profile
+        return self._counters.model_of(p.provider, p.mode, p.model)
+
     def labels(self) -> tuple[str, str]:
         p = self._profile
         return self._counters.model_labels(p.provider, p.mode, p.model)
 
-    def response_done(self, raw_usage: Any, audio_out_ms: float) -> TokenCounts:
-        """A response ended: its tokens as the upstream reported them (returned), and its
-        audio."""
+    def response_reported(self, raw_usage: Any) -> TokenCounts:
+        """A response ended upstream: its tokens as the upstream reported them (returned),
+        counted at once (even when the session ends before its end reaches the client), and
+        priced with the model that produced them."""
         tokens = token_counts(raw_usage)
-        self.usage.add_response(tokens, audio_out_ms)
+        self.usage.add_tokens(tokens)
         labels = self.labels()
         self._counters.count_usage(labels, tokens)
-        self._counters.count_audio(labels[0], "out", audio_out_ms / 1000)
+        if self._prices is not None:
+            cost = self._prices.estimate(self._profile.provider, self.model(), tokens)
+            if cost is not None:
+                self.usage.add_cost(cost)
         self._flush_audio_in(labels[0])
         return tokens
 
+    def audio_out(self, ms: float) -> None:
+        """A response's audio, as sent to the client."""
+        self.usage.audio_out_ms += ms
+        self._counters.count_audio(self.labels()[0], "out", ms / 1000)
+
+    def flush(self) -> None:
+        """The client's audio counted since the last report, into the counters (before the
+        session leaves this node: the next one reports from the snapshot's sum)."""
+        self._flush_audio_in(self.labels()[0])
+
     def summary(self) -> dict[str, Any]:
-        """The session's sums (``SessionUsage.as_json``), with ``model`` and, given a price
-        row for it, ``estimated_cost`` and ``currency``. Flushes the audio counted since the
-        last response into the counters."""
-        provider, model = self.labels()
-        self._flush_audio_in(provider)
+        """The session's sums (``SessionUsage.as_json``) with ``model`` (the model it uses
+        now) and, when some response was priced, ``estimated_cost`` and ``currency``."""
+        self.flush()
         body = self.usage.as_json()
-        body["model"] = model
-        if self._prices is not None:
-            cost = self._prices.estimate(provider, model, self.usage.tokens)
-            if cost is not None:
-                body["estimated_cost"] = cost
-                body["currency"] = self._prices.currency
+        body["model"] = self.model()
+        if self._prices is not None and self.usage.estimated_cost is not None:
+            body["currency"] = self._prices.currency
         return body
 
     def _flush_audio_in(self, provider_label: str) -> None:

@@ -292,3 +292,22 @@ async def test_chat_sums_go_on_across_a_resume(gateway_factory: GatewayFactory) 
         input_text=sum(u["prompt_tokens"] for u in fake.usages),
         output_text=sum(u["completion_tokens"] for u in fake.usages),
     )
+
+
+async def test_a_response_held_for_its_calls_counts_when_the_session_ends_first(
+    openai_fake: FakeRealtimeServer, gateway_factory: GatewayFactory
+) -> None:
+    """Found in review: the tokens of the response that called a tool were counted only when
+    its end was released to the client, after the call; a session ended meanwhile lost them."""
+    gateway = await openai_gateway(gateway_factory, openai_fake)
+    async with gateway.session("text") as client:
+        await client.send("text.send", text='/tool sleepy {"ms": 2000}')
+        await client.last("tool.started")
+        conn = openai_fake.connections[0]
+        await conn.wait_for("response.done")
+        await client.send("session.end")
+        events = await client.until("session.ended")
+    usage = ended(events)
+    assert usage["responses"] == 1
+    assert usage["tokens"] == openai_reported(openai_fake)
+    assert usage["tokens"]["output_text"] > 0  # the call's arguments, counted as the fake does

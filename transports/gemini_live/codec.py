@@ -40,6 +40,7 @@ from transports.gemini_live.renewal import (
     question_again,
     result_text,
 )
+from transports.gemini_live.usage import add_usage
 
 __all__ = ["GeminiCodec"]
 
@@ -124,7 +125,7 @@ class GeminiCodec:
         known = False
         usage = message.get("usageMetadata")
         if isinstance(usage, dict):
-            self._usage = usage
+            self._usage = add_usage(self._usage, usage)  # per generation: summed (``usage``)
             known = True
         content = message.get("serverContent")
         if isinstance(content, Mapping):
@@ -256,7 +257,8 @@ class GeminiCodec:
         self.history.append(("model", "; ".join(f"called {c.name}({c.arguments})" for c in calls)))
         out.append(ev.ToolCallsRequested(r.response_id, tuple(calls)))
         r.closed = True
-        out.append(ev.ResponseDone(r.response_id, "completed"))
+        out.append(ev.ResponseDone(r.response_id, "completed", self._usage))
+        self._usage = None
         self._active = None
 
     def _cancellation(self, message: Mapping[str, Any], out: list[ev.UpstreamEvent]) -> None:

@@ -359,3 +359,36 @@ def test_base64_in_either_alphabet_padded_or_not() -> None:
         text = encode(raw).decode()
         assert wire.decode_bytes(text) == raw
         assert wire.decode_bytes(text.rstrip("=")) == raw
+
+
+def test_usage_of_each_generation_reaches_a_response_end_once() -> None:
+    """Found in review: only the last usageMetadata was kept, and the response that ended in a
+    toolCall carried none, so the tool-calling generation's tokens were lost."""
+    codec = online()
+    with_usage = {**tool_call("fc-1"), "usageMetadata": {"promptTokenCount": 100}}
+    calls = feed(codec, audio(40), with_usage)
+    (call_end,) = [e for e in calls if isinstance(e, ev.ResponseDone)]
+    assert call_end.usage == {"promptTokenCount": 100}
+    reply = feed(codec, audio(40), turn_complete(promptTokenCount=130, responseTokenCount=20))
+    (reply_end,) = [e for e in reply if isinstance(e, ev.ResponseDone)]
+    assert reply_end.usage == {"promptTokenCount": 130, "responseTokenCount": 20}
+
+
+def test_a_report_with_no_response_open_goes_with_the_next_end() -> None:
+    codec = online()
+    feed(
+        codec,
+        {
+            "usageMetadata": {
+                "promptTokenCount": 7,
+                "promptTokensDetails": [{"modality": "AUDIO", "tokenCount": 7}],
+            }
+        },
+    )
+    out = feed(codec, audio(40), turn_complete(promptTokenCount=5, responseTokenCount=3))
+    (end,) = [e for e in out if isinstance(e, ev.ResponseDone)]
+    assert end.usage == {
+        "promptTokenCount": 12,
+        "promptTokensDetails": [{"modality": "AUDIO", "tokenCount": 7}],
+        "responseTokenCount": 3,
+    }

@@ -22,8 +22,11 @@ class Counters:
     usage: list[tuple[tuple[str, str], TokenCounts]] = field(default_factory=list)
     audio: dict[tuple[str, str], float] = field(default_factory=dict)
 
+    def model_of(self, provider: str, mode: str, model: str | None) -> str:
+        return model or f"default-{mode}"
+
     def model_labels(self, provider: str, mode: str, model: str | None) -> tuple[str, str]:
-        return provider, model or f"default-{mode}"
+        return provider, self.model_of(provider, mode, model)
 
     def count_usage(self, labels: tuple[str, str], tokens: TokenCounts) -> None:
         self.usage.append((labels, tokens))
@@ -46,8 +49,9 @@ def test_responses_sum_and_the_summary_says_it_all() -> None:
     counters = Counters()
     reporter = UsageReporter(usage, Profile(), counters)
     usage.audio_in_ms += 1500.0
-    reporter.response_done(OPENAI_USAGE, audio_out_ms=2000.0)
-    reporter.response_done(None, audio_out_ms=0.0)  # a response the upstream gave no usage
+    reporter.response_reported(OPENAI_USAGE)
+    reporter.audio_out(2000.0)
+    reporter.response_reported(None)  # a response the upstream gave no usage
     usage.add_tool_call("ok")
     usage.add_tool_call("TIMEOUT")
     usage.add_tool_call("ok")
@@ -76,7 +80,7 @@ def test_audio_in_reaches_the_counters_once_whenever_it_is_flushed() -> None:
     counters = Counters()
     reporter = UsageReporter(usage, Profile(), counters)
     usage.audio_in_ms += 400.0
-    reporter.response_done(None, 0.0)
+    reporter.response_reported(None)
     usage.audio_in_ms += 600.0
     reporter.summary()
     reporter.summary()
@@ -85,7 +89,9 @@ def test_audio_in_reaches_the_counters_once_whenever_it_is_flushed() -> None:
 
 def test_a_restored_account_goes_on_and_reports_only_what_is_new() -> None:
     before = SessionUsage()
-    before.add_response(TokenCounts(input_text=5, output_audio=9), audio_ms=300.0)
+    before.add_tokens(TokenCounts(input_text=5, output_audio=9))
+    before.audio_out_ms = 300.0
+    before.add_cost(0.25)
     before.audio_in_ms = 2500.0
     before.add_tool_call("ok")
     after = SessionUsage()
@@ -94,7 +100,7 @@ def test_a_restored_account_goes_on_and_reports_only_what_is_new() -> None:
     counters = Counters()
     reporter = UsageReporter(after, Profile(mode="text"), counters)
     after.audio_in_ms += 500.0
-    reporter.response_done({"input_tokens": 1, "output_tokens": 1}, 100.0)
+    reporter.response_reported({"input_tokens": 1, "output_tokens": 1})
     assert counters.audio[("openai", "in")] == pytest.approx(0.5)
     assert after.responses == 2
     assert after.tokens == TokenCounts(input_text=6, output_text=1, output_audio=9)
@@ -112,12 +118,42 @@ def test_the_summary_carries_the_estimate_when_a_price_row_matches() -> None:
     prices = PriceTable.parse({"models": {"openai/gpt-realtime": {"output_audio": 80.0}}})
     usage = SessionUsage()
     reporter = UsageReporter(usage, Profile(model="gpt-realtime"), Counters(), prices)
-    reporter.response_done(OPENAI_USAGE, 0.0)
+    reporter.response_reported(OPENAI_USAGE)
     summary = reporter.summary()
     assert summary["estimated_cost"] == pytest.approx(50 * 80.0 / 1e6)
     assert summary["currency"] == "USD"
     other = UsageReporter(SessionUsage(), Profile(provider="chat"), Counters(), prices)
     assert "estimated_cost" not in other.summary()
+
+
+def test_each_response_is_priced_with_the_model_that_produced_it() -> None:
+    """Found in review: the session was priced with its last mode's model (Gemini's voice and
+    text models differ), and a model a client named with the metric label ``other``."""
+    prices = PriceTable.parse(
+        {
+            "models": {
+                "gemini/default-voice": {"output_audio": 12.0},
+                "gemini/default-text": {"output_text": 2.0},
+                "openai/gpt-realtime-mini": {"output_audio": 20.0},
+            }
+        }
+    )
+    profile = Profile(provider="gemini", mode="voice")
+    reporter = UsageReporter(SessionUsage(), profile, Counters(), prices)
+    gemini_audio = {
+        "promptTokenCount": 0,
+        "responseTokensDetails": [{"modality": "AUDIO", "tokenCount": 1_000_000}],
+    }
+    reporter.response_reported(gemini_audio)
+    profile.mode = "text"
+    reporter.response_reported({"promptTokenCount": 0, "responseTokenCount": 1_000_000})
+    summary = reporter.summary()
+    assert summary["estimated_cost"] == pytest.approx(12.0 + 2.0)
+    assert summary["model"] == "default-text"
+    named = UsageReporter(SessionUsage(), Profile(model="gpt-realtime-mini"), Counters(), prices)
+    named.response_reported(OPENAI_USAGE)
+    assert named.summary()["model"] == "gpt-realtime-mini"
+    assert named.summary()["estimated_cost"] == pytest.approx(50 * 20.0 / 1e6)
 
 
 def test_metric_labels_come_from_the_configured_models_only() -> None:
