@@ -60,6 +60,9 @@ class Capabilities:
     modes: frozenset[str] = frozenset({"voice", "text"})
     # The audio bytes ``send_audio`` takes and ``AudioDelta`` carries, both ways.
     encoding: AudioEncoding = "pcm16"
+    # The answer to a batch of calls comes in the response that made them (an agent loop),
+    # whose end is then the reply; else the answer is a new response.
+    answers_calls_in_response: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -165,6 +165,9 @@ class HttpToolHandler:
                 span.set_attribute("http.response.status_code", answer.status)
                 if answer.status >= 400:
                     span.set_status(Status(StatusCode.ERROR, str(answer.status)))
+            elif answer.error is not None:  # unreachable, broken, too large: no status to show
+                span.set_attribute("error.type", answer.error.type.value)
+                span.set_status(Status(StatusCode.ERROR, answer.error.type.value))
             return answer
 
     async def _exchange(

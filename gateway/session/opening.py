@@ -245,9 +245,9 @@ async def open_session(
         transport = await _connect(
             setup, user, session_id, event_id, settings, registry, transports, client_tools
         )
-    except BaseException:
-        if trace is not None:
-            trace.ended("upstream_failed")
+    except BaseException as failure:
+        if trace is not None:  # refused (a mode the provider lacks) or the upstream failed
+            trace.ended("refused" if isinstance(failure, StartRefused) else "upstream_failed")
         raise
     if trace is not None:
         trace.upstream_connected(connecting_ns, provider=setup.provider)

@@ -11,10 +11,13 @@ A session is a tree::
           GET /patients/{id}/…           an HTTP tool's request (``gateway.http_tools``)
         gateway.confirmation             asked → approved, rejected or expired
 
-A turn starts with the user's input (a message, the model hearing speech, an audio commit) and
-ends with the first response that calls no tool (the reply), or when the user barges in (it
-ends ``interrupted``), or with the session. Tool calls are children of the turn they were made
-in; a confirmation's wait too, even when it is answered turns later. A session that moves to
+A turn starts with the user's input (a message, the model hearing speech, an audio commit, an
+answer to a confirmation), or with a response when none is open (Gemini announces no user
+speech; the model may speak unprompted), and ends with the first response that calls no tool
+(the reply; on chat, whose agent loop answers calls inside one response, every response), or
+when the user barges in (it ends ``interrupted``), or with the session. Tool calls are
+children of the turn they were made in; a confirmation's wait too, even when it is answered
+turns later. A session that moves to
 another node ends its span here (``handed_off``) and the new node opens one of its own (a
 resume) under the same session id.
 
@@ -93,7 +96,11 @@ class SessionTrace:
             "gateway.turn", {"gateway.turn.number": self._turns, "gateway.turn.input": source}
         )
 
-    def response_started(self, response_id: str, *, aside: bool = False) -> None:
+    def response_started(self, response_id: str, *, aside: bool = False, unprompted: str) -> None:
+        """``unprompted``: the turn's input should this response open one (a provider that
+        announces no user speech, Gemini's, until the user talks over a reply)."""
+        if self.turn is None and not aside:
+            self.turn_started(unprompted)
         parent = self.turn or self.session_span
         span = self._tracing.start(
             "gateway.response",
@@ -105,9 +112,12 @@ class SessionTrace:
     def tool_calls_requested(self, response_id: str) -> None:
         self._with_calls.add(response_id)
 
-    def response_done(self, response_id: str, status: str, tokens: TokenCounts) -> None:
+    def response_done(
+        self, response_id: str, status: str, tokens: TokenCounts, *, answers_calls: bool = False
+    ) -> None:
         """A response ended; the first of a turn that called no tool is its reply, and ends
-        it (an aside, a holding line, does not)."""
+        it (an aside, a holding line, does not). ``answers_calls``: the provider answers calls
+        in the response that made them (chat's agent loop): every response ends its turn."""
         opened = self._responses.pop(response_id, None)
         if opened is None:
             return
@@ -118,7 +128,7 @@ class SessionTrace:
         if status == "failed":
             span.set_status(Status(StatusCode.ERROR, "failed"))
         span.end()
-        called = response_id in self._with_calls
+        called = response_id in self._with_calls and not answers_calls
         self._with_calls.discard(response_id)
         if turn is not None and turn is self.turn and not called and not aside:
             self._end_turn(status)
@@ -140,10 +150,14 @@ class SessionTrace:
         )
 
     def confirmation_resolved(self, confirmation_id: str, outcome: str) -> None:
+        """The wait ends; the user's answer (not an expiry) is the input of a new turn: the
+        model answers it."""
         span = self._confirmations.pop(confirmation_id, None)
         if span is not None:
             span.set_attribute("gateway.confirmation.outcome", outcome)
             span.end()
+        if outcome in ("approved", "rejected"):
+            self.turn_started("confirmation")
 
     # -- the end -----------------------------------------------------------------------------
 

@@ -182,7 +182,10 @@ class UpstreamEvents:
         self.idle.clear()
         self.cursor.start(event.response_id).aside = event.aside
         if self._trace is not None:
-            self._trace.response_started(event.response_id, aside=event.aside)
+            unprompted = "speech" if self._profile.mode == "voice" else "model"
+            self._trace.response_started(
+                event.response_id, aside=event.aside, unprompted=unprompted
+            )
         self._host.emit(ResponseStarted(response_id=event.response_id))
 
     async def _text_delta(self, event: up.TextDelta) -> None:
@@ -252,7 +255,12 @@ class UpstreamEvents:
         if spoken is not None and spoken.audio_ms:
             self._usage.audio_out(spoken.audio_ms)
         if self._trace is not None:
-            self._trace.response_done(event.response_id, status, token_counts(event.usage))
+            self._trace.response_done(
+                event.response_id,
+                status,
+                token_counts(event.usage),
+                answers_calls=self._transport.capabilities.answers_calls_in_response,
+            )
         if self.cursor.current is None:
             self.idle.set()
         if spoken is not None and not spoken.interrupted and self._out is not None:

@@ -15,11 +15,14 @@ from harness import SECRET, Gateway, GatewayFactory, first, speak, token
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from test_gateway_gemini import gemini_gateway
 from test_gateway_http_tools import TODAY
 from test_gateway_openai import LONG_REPLY, FakeFactory, openai_gateway
 from test_gateway_openai import fake_factory as fake_factory  # the fixture, here too
 
 from fakes.care_api import FakeCareApi
+from fakes.chat.server import FakeChatOptions, FakeChatServer
+from fakes.gemini_live.server import FakeGeminiOptions, FakeGeminiServer
 from fakes.openai_realtime.server import FakeRealtimeServer
 from gateway.observability import Tracing
 from gateway.registry import load_registry
@@ -147,9 +150,10 @@ async def test_a_confirmation_approved_a_turn_later(
         await client.send("session.end")
         await client.wait_closed()
     spans = exporter.get_finished_spans()
-    first_turn, second_turn = sorted(
+    first_turn, second_turn, answered = sorted(
         by_name(spans, "gateway.turn"), key=lambda s: (s.attributes or {})["gateway.turn.number"]
     )
+    assert (answered.attributes or {})["gateway.turn.input"] == "confirmation"
     (wait,) = children(spans, first_turn, "gateway.confirmation")
     assert wait.attributes is not None
     assert wait.attributes["gateway.confirmation.outcome"] == "approved"
@@ -283,3 +287,50 @@ async def test_traceparent_reaches_the_api_and_no_token_is_in_a_span(
     assert bearer not in values
     assert "alice" not in values  # no user id, no argument value, no result value
     assert "scheduled" not in values
+
+
+# -- found in review: Gemini's voice turns, chat's agent loop --------------------------------------
+
+
+async def test_a_gemini_voice_turn_is_a_turn_though_gemini_announces_no_speech(
+    gateway_factory: GatewayFactory,
+    exported: tuple[Tracing, InMemorySpanExporter],
+    tmp_path: Path,
+) -> None:
+    tracing, exporter = exported
+    async with FakeGeminiServer(FakeGeminiOptions(), cert_dir=tmp_path / "certs") as fake:
+        gateway = await gemini_gateway(gateway_factory, fake, tracing=tracing)
+        async with gateway.session("voice") as client:
+            await speak(client, 400)
+            await client.until_reply()
+            await client.send("session.end")
+            await client.wait_closed()
+    spans = exporter.get_finished_spans()
+    (turn,) = by_name(spans, "gateway.turn")
+    assert turn.attributes is not None
+    assert turn.attributes["gateway.turn.input"] == "speech"
+    assert turn.attributes["gateway.turn.status"] == "completed"
+    assert all(parent_of(r) == span_id(turn) for r in by_name(spans, "gateway.response"))
+
+
+async def test_a_chat_turn_with_tool_rounds_ends_completed(
+    gateway_factory: GatewayFactory, exported: tuple[Tracing, InMemorySpanExporter]
+) -> None:
+    tracing, exporter = exported
+    async with FakeChatServer(FakeChatOptions(api_key="sk-chat")) as fake:
+        gateway = await gateway_factory(
+            provider="chat",
+            chat_base_url=fake.base_url,
+            chat_api_key="sk-chat",
+            tracing=tracing,
+        )
+        async with gateway.session("text") as client:
+            await client.send("text.send", text='/tool get_current_time {"timezone": "UTC"}')
+            await client.until("response.done")
+            await client.send("session.end")
+            await client.wait_closed()
+    spans = exporter.get_finished_spans()
+    (turn,) = by_name(spans, "gateway.turn")
+    assert (turn.attributes or {})["gateway.turn.status"] == "completed"
+    (call,) = by_name(spans, "gateway.tool_call")
+    assert parent_of(call) == span_id(turn)

@@ -102,7 +102,10 @@ class ChatTransport:
             raise ValueError("max_rounds must be >= 0")
         self.options = options
         self.capabilities = Capabilities(
-            input_rate=16000, output_rate=24000, modes=frozenset({"text"})
+            input_rate=16000,
+            output_rate=24000,
+            modes=frozenset({"text"}),
+            answers_calls_in_response=True,  # the agent loop runs every round in one response
         )
         self._client = client
         self._owns_client = client is None
