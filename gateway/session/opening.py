@@ -9,6 +9,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
+import structlog
+
 from gateway.clock import Clock
 from gateway.config import Settings
 from gateway.observability import Metrics, Tracing
@@ -17,6 +19,7 @@ from gateway.protocol import (
     EndReason,
     ErrorCode,
     ErrorEvent,
+    ProtocolError,
     SessionEnded,
     SessionStart,
 )
@@ -40,7 +43,9 @@ from gateway.toolrun import (
 from gateway.usage import PriceTable, SessionUsage
 from transports.base import ToolDeclaration, Transport, TransportError, UpstreamConfig
 
-__all__ = ["open_session", "session_setup"]
+__all__ = ["open_session", "session_setup", "stored_client_tools"]
+
+_log = structlog.get_logger("session.opening")
 
 TransportFactory = Callable[[str, Settings], Transport]
 
@@ -205,6 +210,25 @@ class _CountingAudit:
         self._inner.session_usage(record)
 
 
+def stored_client_tools(
+    setup: SessionSnapshot, session_id: str
+) -> tuple[ClientToolDeclaration, ...]:
+    """The declarations a snapshot holds; one a newer gateway's rules refuse is left out (the
+    session goes on without it) rather than failing the resume."""
+    tools: list[ClientToolDeclaration] = []
+    for stored in setup.client_tools:
+        try:
+            tools.append(ClientToolDeclaration(**dict(stored)))
+        except (ProtocolError, TypeError) as problem:
+            _log.warning(
+                "client_tool_dropped_on_restore",
+                session_id=session_id,
+                tool=str(stored.get("name", "?"))[:64],
+                problem=type(problem).__name__,
+            )
+    return tuple(tools)
+
+
 async def open_session(
     session_id: str,
     setup: SessionSnapshot,
@@ -230,7 +254,7 @@ async def open_session(
     """Connect the upstream and build the session (not attached, no loops yet). The tools its
     client declared are in ``setup`` (checked by ``session_setup`` when it began; a resume on
     any node offers them again)."""
-    client_tools = tuple(ClientToolDeclaration(**dict(tool)) for tool in setup.client_tools)
+    client_tools = stored_client_tools(setup, session_id)
     trace = None
     if tracing is not None:
         trace = SessionTrace(
