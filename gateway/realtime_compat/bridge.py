@@ -110,6 +110,8 @@ class CompatBridge:
         # A client tool's output was given: the gateway has the model go on by itself once the
         # calls of its batch are answered (as after its own tools), so response.create is that.
         self._tool_answer_expected = False
+        # ... until that reply has ended: a response.create after it is a new request.
+        self._tool_reply_started = False
         self.ended = asyncio.Event()
         self.end_reason: str | None = None
 
@@ -267,6 +269,7 @@ class CompatBridge:
         echoes = self.translator.create_item(event)
         session = await self._started()
         self._tool_answer_expected = True
+        self._tool_reply_started = False
         await self._emit(echoes)
         await session.on_client_event(output)
 
@@ -340,7 +343,13 @@ class CompatBridge:
 
     async def _on_session_text(self, text: str) -> None:
         event: dict[str, Any] = orjson.loads(text)
-        if event.get("type") == "session.ended":
+        kind = event.get("type")
+        if self._tool_answer_expected and kind == "response.started":
+            self._tool_reply_started = True
+        elif self._tool_reply_started and kind == "response.done":
+            # The reply to the outputs has ended, and no response.create came for it.
+            self._tool_answer_expected = self._tool_reply_started = False
+        if kind == "session.ended":
             self.end_reason = str(event.get("reason"))
         await self._emit(self.translator.on_event(event))
         if self.end_reason is not None:

@@ -54,7 +54,9 @@ class ClientToolCalls:
         return self.book.declares(name)
 
     def is_waiting(self, call_id: str) -> bool:
-        return self.book.is_waiting(call_id)
+        """Asked and not yet answered, or answered and not yet taken by its batch (a call
+        delivered again then is the same call)."""
+        return self.book.is_waiting(call_id) or call_id in self._endings
 
     # -- the tool flow's side ---------------------------------------------------------------------
 

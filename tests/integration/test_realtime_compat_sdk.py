@@ -262,6 +262,30 @@ async def test_a_client_tool_answered_by_the_client(upstream: tuple[Gateway, str
     assert gateway.decisions("lookup_order") == [("lookup_order", "client")]
 
 
+async def test_an_output_with_no_response_create_does_not_swallow_a_later_one(
+    gateway_factory: GatewayFactory,
+) -> None:
+    """Found in review: after an output the gateway replies by itself and drops the client's
+    response.create that asks for that reply; one that never came made the next one vanish."""
+    gateway = await gateway_factory()
+    async with realtime(gateway, "local") as connection:
+        await with_tools(connection, LOOKUP)
+        await text_mode(connection)
+        events = await say(connection, '/tool lookup_order {"order": "A1"}')
+        call = next(e for e in events if e.type == "response.function_call_arguments.done")
+        await connection.conversation.item.create(
+            item={"type": "function_call_output", "call_id": call.call_id, "output": "shipped"}
+        )
+        reply = await until(connection, "response.done")  # no response.create sent
+        assert text_of(reply).startswith("Tool results: lookup_order=")
+        # A later response.create is the client's own again: with nothing to answer, it is
+        # refused as any such request (it was dropped in silence).
+        await connection.response.create()
+        refused = (await until(connection, "error"))[-1]
+        assert refused.error.code == "unsupported"
+        assert "needs a user message first" in refused.error.message
+
+
 async def test_a_client_tool_named_as_a_gateway_tool_is_an_error_at_session_update(
     gateway_factory: GatewayFactory,
 ) -> None:
