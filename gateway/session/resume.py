@@ -233,6 +233,14 @@ class Resumes:
                 claim_result = await claim(False)
             if claim_result.outcome is ClaimOutcome.BUSY:
                 claim_result = await claim(True)
+        # Redis may have restarted empty, the session's node not yet recorded it again (at its
+        # next heartbeat, within a lease): say so, and the client tries again.
+        if (
+            claim_result.outcome is ClaimOutcome.NOT_FOUND
+            and m.store.shared
+            and await store.up_for_s() < m.settings.lease_ttl_s
+        ):
+            raise StoreUnavailable("the store restarted: its sessions are being recorded")
         if claim_result.outcome is not ClaimOutcome.CLAIMED:
             return None, None
         record = claim_result.record

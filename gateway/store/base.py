@@ -160,6 +160,11 @@ class SessionStore(Protocol):
 
     async def node_alive(self, node: str) -> bool: ...
 
+    async def up_for_s(self) -> float:
+        """How long the store has been up: shorter than a lease, it may have restarted empty
+        and the nodes may not have recorded their sessions again yet."""
+        ...
+
     # -- sessions --------------------------------------------------------------------------------
 
     async def register(

@@ -78,6 +78,9 @@ class MemoryStore:
         entry = self._nodes.get(node)
         return entry is not None and entry[0] > self._now()
 
+    async def up_for_s(self) -> float:
+        return float("inf")  # it forgets nothing while its process lives
+
     # -- sessions --------------------------------------------------------------------------------
 
     def _get(self, session_id: str) -> SessionRecord | None:

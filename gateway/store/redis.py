@@ -152,6 +152,10 @@ class RedisStore:
     async def node_alive(self, node: str) -> bool:
         return bool(await self._do("node_alive", lambda: self._r.exists(self._key("node", node))))
 
+    async def up_for_s(self) -> float:
+        info = await self._do("uptime", lambda: self._r.info("server"))
+        return float(info["uptime_in_seconds"])
+
     # -- sessions --------------------------------------------------------------------------------
 
     async def register(

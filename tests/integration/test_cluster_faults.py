@@ -282,6 +282,30 @@ async def test_a_confirmation_approved_before_the_node_noticed_redis_came_back_e
     await client.ws.close()
 
 
+async def test_a_resume_before_the_owner_recorded_its_sessions_again_is_retryable(
+    on_openai: Cluster, redis_server: RedisServer
+) -> None:
+    """Found by the soak (sessions lost at the Redis restart): Redis came back empty and a
+    client resumed before its session's node had recorded it again (its next heartbeat): the
+    claim found no record and the answer was ``resume_failed``, final, for a session alive on
+    its node. While Redis has been up for less than a lease, it is ``store_unavailable``."""
+    a = await on_openai.node("a", lease_ttl_s="60")  # its next heartbeat is far away
+    b = await on_openai.node("b", lease_ttl_s="60")
+    client = await connect(on_openai, a)
+    started = await client.start("text")
+    await client.say("only turn")
+    await drop(client)
+    await redis_server.restart()
+    again = await connect(on_openai, b)
+    answer = await resume(again, started)
+    assert (answer["type"], answer["code"], answer["retryable"]) == (
+        "error",
+        "store_unavailable",
+        True,
+    )
+    await again.ws.close()
+
+
 async def test_resume_while_redis_is_down_is_a_retryable_error(
     on_openai: Cluster, redis_server: RedisServer
 ) -> None:
