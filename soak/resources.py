@@ -3,8 +3,12 @@ node is a new process). Pure.
 
 A process is measured from ``window_from`` seconds into its own life or into the run, whichever
 is later (the load has ramped up by then), to the moment the load stops; a window shorter than
-``min_span_s`` is not measured (a node restarted near the end). Growth compares the mean of the
-window's first and last ``edge`` samples, so one sample caught between sessions does not decide.
+``min_span_s`` is not measured (a node restarted near the end). The load is constant overall,
+but not per node: while one node drains, the other takes all the sessions, and its memory rises
+to what that peak needs and stays there (Python keeps its arenas). So a node's window starts
+after the most sessions it held, too: from there on, memory that grows is memory that leaks.
+Growth compares the mean of the window's first and last ``edge`` samples, so one sample caught
+between sessions does not decide.
 Nodes are judged (< 10 %); the driver, the fakes and Redis are shown (the driver keeps every
 session's record, the Gemini fake every resumption handle: they grow by design). A node's open
 files are judged without its pooled connections (Redis, the chat API: a pool keeps what its
@@ -27,10 +31,21 @@ __all__ = ["growth_rows"]
 
 JUDGED_PREFIX = "node-"
 EDGE_SAMPLES = 3
+PEAK_SETTLE_S = 5.0  # the peak's sessions are set up
 
 
 def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values)
+
+
+def _peak(
+    node_sessions: Sequence[tuple[float, str, int]], node: str, born: float, load_end: float
+) -> float | None:
+    """When the node held the most sessions of its life (the last such moment)."""
+    counts = [
+        (count, at) for at, name, count in node_sessions if name == node and born <= at <= load_end
+    ]
+    return max(counts)[1] if counts else None
 
 
 def _sessions_between(
@@ -55,6 +70,10 @@ def growth_rows(
     for (role, pid), points in sorted(series.items(), key=lambda kv: kv[1][0].at):
         born = points[0].at
         start = max(window_from, born + window_from)
+        if role.startswith(JUDGED_PREFIX):
+            peak = _peak(node_sessions, role.removeprefix(JUDGED_PREFIX), born, load_end)
+            if peak is not None:
+                start = max(start, peak + PEAK_SETTLE_S)
         window = [p for p in points if start <= p.at <= load_end]
         row: dict[str, Any] = {"role": role, "pid": pid, "judged": role.startswith(JUDGED_PREFIX)}
         if len(window) < 2 * EDGE_SAMPLES or window[-1].at - window[0].at < min_span_s:

@@ -97,16 +97,24 @@ def samples(role: str, pid: int, points: list[tuple[float, int, int]]) -> list[R
 def test_a_node_whose_memory_grows_is_a_violation_files_may_follow_its_sessions() -> None:
     steady = [(float(t), 100_000, 100) for t in range(0, 200, 5)]
     growing = [(float(t), 100_000 + t * 200, 100 + t // 4) for t in range(0, 200, 5)]
-    sessions = [(float(t), "a", 40 + t // 10) for t in range(0, 200, 5)]  # sessions grow too
+    # Node a peaks at 30 s (node b drained), then holds fewer sessions, slowly more again.
+    sessions = [(float(t), "a", 90 if t == 30 else 40 + t // 10) for t in range(0, 200, 5)]
     load = [*samples("node-a", 1, growing), *samples("node-b", 2, steady)]
     load += samples("driver", 3, growing)  # shown, not judged
     violations, rows = growth_rows(load, sessions, 20.0, 190.0, 60.0)
     assert [v.detail.split(":")[0] for v in violations] == ["node-a (pid 1)"]
     assert "rss grew" in violations[0].detail
     node_a = rows[0]
+    assert node_a["from_s"] == 35.0  # after its peak
     assert node_a["fds_growth"] > 0.10 > node_a["fds_growth_beyond_sessions"]
     short = growth_rows(samples("node-b", 4, steady[:5]), [], 20.0, 190.0, 60.0)[1]
     assert short[0]["measured"] is False
+    # Its busiest moment near the end: nothing left to judge after it.
+    late = [(float(t), "b", 80 if t == 180 else 40) for t in range(0, 200, 5)]
+    assert (
+        growth_rows(samples("node-b", 2, steady), late, 20.0, 190.0, 60.0)[1][0]["measured"]
+        is False
+    )
 
 
 def test_logs_with_tracebacks_or_lines_that_are_not_json_are_not_clean() -> None:
