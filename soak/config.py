@@ -45,6 +45,11 @@ class SoakConfig:
         return min(20.0, 0.15 * self.duration_s)
 
     @property
+    def calm_from_s(self) -> float:
+        """Where the latency baseline starts: the sessions have all started, some turns done."""
+        return min(self.ramp_s * 1.5, self.calm_end_s / 2)
+
+    @property
     def growth_from_s(self) -> float:
         """Where the memory window starts: minute 2, or sooner in a short run."""
         return min(120.0, 0.4 * self.duration_s)

@@ -1,7 +1,9 @@
 """The soak's invariants, checked on what the run left behind. Pure: records in, violations and
 summaries out.
 
-1. ``tool_once``: each tool execution (journal ``start`` line) ran at most once per call.
+1. ``tool_once``: each tool execution (journal ``start`` line) ran at most once per call; and
+   once per request: the driver labels each call it asks for, uniquely, so a label that ran
+   under two call ids is one request run twice (a model asked again calls again).
 2. ``result_once``: no upstream session was given one result twice; the model answered each
    result at most once; each result the client saw finish, and the model answered something
    after, reached the model (on every provider but ``local``, which runs inside the gateway
@@ -36,6 +38,7 @@ __all__ = [
 ]
 
 GROWTH_LIMIT = 0.10
+SHARED_LABELS = frozenset({"phone", "None"})  # every call's greeting asks with this label
 LATENCY_FACTOR = 2.0
 MIN_LATENCY_SAMPLES = 100  # below, a p99 is just the slowest turn
 DISTURBED_WITHIN_S = 2.0
@@ -70,15 +73,22 @@ def check_tools(
     starts: Counter[str] = Counter()
     ends: set[str] = set()
     by_tool: Counter[str] = Counter()
+    by_label: dict[str, list[str]] = {}
     for line in journal:
         if line.get("phase") == "start":
             starts[str(line["run"])] += 1
             by_tool[str(line.get("tool"))] += 1
+            by_label.setdefault(str(line.get("label")), []).append(str(line["run"]))
         elif line.get("phase") == "end":
             ends.add(str(line["run"]))
     for run, count in starts.items():
         if count > 1:
             violations.append(Violation("tool_once", f"{run} ran {count} times"))
+    for label, runs in by_label.items():
+        if label not in SHARED_LABELS and len(set(runs)) > 1:
+            violations.append(
+                Violation("tool_once", f"the request {label} ran as {len(set(runs))} calls: {runs}")
+            )
     given: Mapping[str, int] = tally.get("given", {})
     answered: Mapping[str, int] = tally.get("answered", {})
     for duplicate in tally.get("duplicates", []):
@@ -177,16 +187,20 @@ def _disturbed(sample: LatencySample, record: SessionRecord | None) -> bool:
 
 
 def check_latency(
-    samples: Sequence[LatencySample], records: Sequence[SessionRecord], calm_end: float
+    samples: Sequence[LatencySample],
+    records: Sequence[SessionRecord],
+    calm_end: float,
+    calm_from: float = 0.0,
 ) -> tuple[list[Violation], list[dict[str, Any]]]:
-    """Per kind of latency: the calm phase, the fault phase (all, and only turns that no fault
-    of their own session touched); p50 and p99 in ms."""
+    """Per kind of latency: the calm phase from ``calm_from`` (once the sessions have started:
+    the ramp is not the same load), the fault phase (all, and only turns that no fault of
+    their own session touched); p50 and p99 in ms."""
     by_number = {r.number: r for r in records}
     violations: list[Violation] = []
     rows: list[dict[str, Any]] = []
     for kind in sorted({s.kind for s in samples}):
         mine = [s for s in samples if s.kind == kind]
-        calm = [s.ms for s in mine if s.sent_at < calm_end]
+        calm = [s.ms for s in mine if calm_from <= s.sent_at < calm_end]
         faulty = [s for s in mine if s.sent_at >= calm_end]
         clean = [s.ms for s in faulty if not _disturbed(s, by_number.get(s.session))]
         row: dict[str, Any] = {

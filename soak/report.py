@@ -59,8 +59,10 @@ def markdown(report: dict[str, Any]) -> str:
     out = [
         f"# Soak report: {verdict}",
         "",
-        f"{config['minutes']:g} minutes, {config['sessions']} sessions kept alive, faults at "
-        f"{config['fault_rate_per_min']:g}/min after {config['calm_end_s']:.0f} s of calm; "
+        f"{config['minutes']:g} minute{'' if config['minutes'] == 1 else 's'}, "
+        f"{config['sessions']} sessions kept alive, faults at "
+        f"{config['fault_rate_per_min']:g}/min after {config['calm_end_s']:.0f} s of calm "
+        f"(its latency baseline from {config['calm_from_s']:.0f} s, once the sessions started); "
         f"a node restarted every {config['restart_every_s']:g} s; Redis restarted "
         f"{'once' if config['redis_restart'] else 'never'}; seed {config['seed']}. "
         f"The load stopped at {report['timeline']['load_end_s']} s; every session had ended "

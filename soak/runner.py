@@ -136,7 +136,7 @@ async def _soak(config: SoakConfig, fleet: Fleet, folder: Path) -> dict[str, Any
     tool_violations, tools_summary = check_tools(_journal(fleet.journal), tally, driver.records)
     session_violations, sessions_summary = check_sessions(driver.records)
     latency_violations, latency_rows = check_latency(
-        logs.latencies, driver.records, config.calm_end_s
+        logs.latencies, driver.records, config.calm_end_s, calm_from=config.calm_from_s
     )
     growth_violations, growth = growth_rows(
         monitor.samples,
@@ -176,6 +176,7 @@ async def _soak(config: SoakConfig, fleet: Fleet, folder: Path) -> dict[str, Any
             "minutes": config.minutes,
             "sessions": config.sessions,
             "fault_rate_per_min": config.fault_rate,
+            "calm_from_s": config.calm_from_s,
             "calm_end_s": config.calm_end_s,
             "restart_every_s": config.restart_every_s,
             "redis_restart": config.redis_restart,

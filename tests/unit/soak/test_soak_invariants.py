@@ -25,7 +25,9 @@ def finished_call(run: str, *, answered: bool = True) -> CallSeen:
 
 
 def journal(*lines: tuple[str, str]) -> list[dict[str, str]]:
-    return [{"run": run, "phase": phase, "tool": "soak_count"} for run, phase in lines]
+    return [
+        {"run": run, "phase": phase, "tool": "soak_count", "label": run} for run, phase in lines
+    ]
 
 
 def test_a_call_that_ran_twice_or_a_result_given_twice_or_answered_twice_is_a_violation() -> None:
@@ -42,6 +44,15 @@ def test_a_call_that_ran_twice_or_a_result_given_twice_or_answered_twice_is_a_vi
         ("result_once", "the"),
     ]
     assert summary["executions"] == 3
+
+
+def test_one_request_run_under_two_call_ids_is_a_violation_but_not_the_phones_greeting() -> None:
+    lines = [
+        {"run": run, "phase": "start", "tool": "soak_count", "label": label}
+        for run, label in (("k1", "s1t1"), ("k2", "s1t1"), ("k3", "phone"), ("k4", "phone"))
+    ]
+    violations, _ = check_tools(lines, {}, [])
+    assert [v.detail for v in violations] == ["the request s1t1 ran as 2 calls: ['k1', 'k2']"]
 
 
 def test_a_finished_result_that_never_reached_the_model_is_a_violation_but_not_on_local() -> None:
