@@ -51,6 +51,7 @@ class Conversation:
         self.token = user_token(f"soak-{record.number}")
         self.resume_token = ""
         self.moving_token: str | None = None
+        self.moving_after_s = 0.0  # session.moving's retry_after_ms
         self.ended = False
         # The last events, to say what a stuck turn was waiting after.
         self.recent: deque[str] = deque(maxlen=RECENT_EVENTS)
@@ -90,6 +91,8 @@ class Conversation:
                 return False
         avoid = old.node if old is not None else None
         self.record.disturb(self.clock.now())
+        if self.moving_token is not None and self.moving_after_s > 0:
+            await asyncio.sleep(self.moving_after_s)  # as session.moving asks
         deadline = self.clock.now() + RETRY_FOR_S
         last = "no node up"
         while self.clock.now() < deadline:
@@ -170,6 +173,7 @@ class Conversation:
         self.recent.append(_brief(event, now))
         if kind == "session.moving":
             self.moving_token = event.get("resume_token")
+            self.moving_after_s = float(event.get("retry_after_ms") or 0) / 1000
             record.disturb(now)
         elif kind == "session.ended":
             self.ended = True

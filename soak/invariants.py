@@ -191,10 +191,14 @@ def check_latency(
     records: Sequence[SessionRecord],
     calm_end: float,
     calm_from: float = 0.0,
+    fleet_windows: Sequence[tuple[float, float]] = (),
 ) -> tuple[list[Violation], list[dict[str, Any]]]:
     """Per kind of latency: the calm phase from ``calm_from`` (once the sessions have started:
     the ramp is not the same load), the fault phase (all, and only turns that no fault of
-    their own session touched); p50 and p99 in ms."""
+    their own session touched: these are judged); p50 and p99 in ms. Shown too: the untouched
+    turns away from the fleet's faults (``fleet_windows``: a node's restart moves its sessions
+    to the other node at once, a Redis restart makes every node record its sessions again),
+    to tell their cost from the rest."""
     by_number = {r.number: r for r in records}
     violations: list[Violation] = []
     rows: list[dict[str, Any]] = []
@@ -202,12 +206,19 @@ def check_latency(
         mine = [s for s in samples if s.kind == kind]
         calm = [s.ms for s in mine if calm_from <= s.sent_at < calm_end]
         faulty = [s for s in mine if s.sent_at >= calm_end]
-        clean = [s.ms for s in faulty if not _disturbed(s, by_number.get(s.session))]
+        untouched = [s for s in faulty if not _disturbed(s, by_number.get(s.session))]
+        clean = [s.ms for s in untouched]
+        away = [
+            s.ms
+            for s in untouched
+            if not any(low <= s.sent_at <= high for low, high in fleet_windows)
+        ]
         row: dict[str, Any] = {
             "kind": kind,
             "calm": _stats(calm),
             "faults_all": _stats([s.ms for s in faulty]),
             "faults_undisturbed": _stats(clean),
+            "faults_away_from_fleet": _stats(away),
         }
         calm_p99, clean_p99 = percentile(calm, 0.99), percentile(clean, 0.99)
         enough = len(calm) >= MIN_LATENCY_SAMPLES and len(clean) >= MIN_LATENCY_SAMPLES

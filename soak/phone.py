@@ -31,6 +31,7 @@ __all__ = ["TWILIO_AUTH_TOKEN", "run_call"]
 TWILIO_AUTH_TOKEN = "soak-twilio-auth-token"
 _TOKEN = re.compile(r'<Parameter name="token" value="([^"]+)"')
 QUIET_S = 0.7
+BARGE_IN_GRACE_S = 1.5  # the VAD hears the caller, the model stops: a reply may go on this long
 WITHIN_S = 20.0
 
 
@@ -43,6 +44,7 @@ class PhoneLine:
         self.media = 0
         self.last_media = 0.0
         self.clears = 0
+        self.marked: dict[str, float] = {}  # response id (of the marks) → last mark's time
         self.cleared = asyncio.Event()  # a clear came (the caller clears it before talking over)
         self.closed = asyncio.Event()
         self._to_speak = 0
@@ -92,7 +94,9 @@ class PhoneLine:
                     if waiter is not None and not waiter.done():
                         waiter.set_result(self.last_media)
                 elif kind == "mark":  # played at once: echo it, as Twilio does after playing
-                    await self.send("mark", mark=event.get("mark"))
+                    mark = event.get("mark") or {}
+                    self.marked[str(mark.get("name", "")).split(":", 1)[0]] = time.monotonic()
+                    await self.send("mark", mark=mark)
                 elif kind == "clear":
                     self.clears += 1
                     self.cleared.set()
@@ -260,12 +264,19 @@ async def _utterance(ctx: SessionContext, line: PhoneLine) -> None:
             ctx.record.barge_ins += 1
             line.cleared.clear()
             await asyncio.sleep(0.2)
+            playing = max(line.marked, key=line.marked.__getitem__, default="")
+            talked_at = time.monotonic()
             await line.say(700)
             try:
                 await asyncio.wait_for(line.cleared.wait(), 5.0)
             except TimeoutError:
-                if not line.closed.is_set():
-                    ctx.record.problem("talked over the reply: no clear")
+                # No clear: right if the reply had ended before the model heard the caller
+                # (nothing left to cut); wrong if it went on playing over them.
+                went_on = line.marked.get(playing, 0.0) - talked_at
+                if went_on > BARGE_IN_GRACE_S and not line.closed.is_set():
+                    ctx.record.problem(
+                        f"talked over the reply: no clear, it played {went_on:.1f} s on"
+                    )
         await line.quiet()
     finally:
         ctx.in_turn = False

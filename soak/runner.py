@@ -32,6 +32,9 @@ from soak.resources import growth_rows
 __all__ = ["run_soak"]
 
 WIND_DOWN_S = 90.0  # sessions finish their turn and end within this, or are given up
+# How long a fleet fault weighs on every session: a drain, the restart, the moved sessions
+# resumed on the other node; Redis down, then every node recording its sessions again.
+FLEET_FAULT_SPAN_S = {"sigterm_restart": 15.0, "redis_restart": 10.0}
 
 
 def _driver_log(path: Path) -> logging.Handler:
@@ -135,8 +138,17 @@ async def _soak(config: SoakConfig, fleet: Fleet, folder: Path) -> dict[str, Any
         )
     tool_violations, tools_summary = check_tools(_journal(fleet.journal), tally, driver.records)
     session_violations, sessions_summary = check_sessions(driver.records)
+    fleet_windows = [
+        (entry.at, entry.at + FLEET_FAULT_SPAN_S[entry.kind])
+        for entry in logs.faults
+        if entry.kind in FLEET_FAULT_SPAN_S
+    ]
     latency_violations, latency_rows = check_latency(
-        logs.latencies, driver.records, config.calm_end_s, calm_from=config.calm_from_s
+        logs.latencies,
+        driver.records,
+        config.calm_end_s,
+        calm_from=config.calm_from_s,
+        fleet_windows=fleet_windows,
     )
     growth_violations, growth = growth_rows(
         monitor.samples,
