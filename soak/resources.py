@@ -32,6 +32,7 @@ __all__ = ["growth_rows"]
 JUDGED_PREFIX = "node-"
 EDGE_SAMPLES = 3
 PEAK_SETTLE_S = 5.0  # the peak's sessions are set up
+SURGE = 1.25  # a peak this far above the node's median load is a surge, not noise
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -41,11 +42,14 @@ def _mean(values: Sequence[float]) -> float:
 def _peak(
     node_sessions: Sequence[tuple[float, str, int]], node: str, born: float, load_end: float
 ) -> float | None:
-    """When the node held the most sessions of its life (the last such moment)."""
-    counts = [
-        (count, at) for at, name, count in node_sessions if name == node and born <= at <= load_end
-    ]
-    return max(counts)[1] if counts else None
+    """When the node held the most sessions of its life (the last such moment), if that was a
+    surge (the other node drained), not the ups and downs of a steady load."""
+    counts = [(c, at) for at, name, c in node_sessions if name == node and born <= at <= load_end]
+    if not counts:
+        return None
+    typical = sorted(c for c, _ in counts)[len(counts) // 2]
+    most, when = max(counts)
+    return when if most >= SURGE * max(typical, 1) else None
 
 
 def _sessions_between(
