@@ -48,6 +48,7 @@ class Conversation:
         self.http = http
         self.clock = clock
         self.link: Link | None = None
+        self.mode = "text"  # what the session was started in (a resume says it again)
         self.token = user_token(f"soak-{record.number}")
         self.resume_token = ""
         self.moving_token: str | None = None
@@ -118,8 +119,6 @@ class Conversation:
             await asyncio.sleep(0.3)
         self.record.lost = f"could not resume: {last}"
         return False
-
-    mode = "text"
 
     async def _attempt(self, avoid: str | None, start: dict[str, Any]) -> dict[str, Any] | None:
         """One socket to one node, one ``session.start``; the first answer, or None."""

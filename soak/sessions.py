@@ -117,7 +117,8 @@ async def _pause(ctx: SessionContext, conv: Conversation) -> None:
 
 
 async def _resync(conv: Conversation) -> bool:
-    """After a stuck turn: drain what is pending for a few seconds; False if the session is over."""
+    """After a stuck turn: read what is pending until 3 s pass quietly; False if the session
+    is over."""
     try:
         while True:
             await conv.event(3.0)
@@ -127,4 +128,3 @@ async def _resync(conv: Conversation) -> bool:
         return False
     except Interrupted:
         return await conv.recover()
-    return True  # pragma: no cover (the loop only ends by an exception)
