@@ -319,6 +319,31 @@ def first_done(events: list[dict[str, Any]]) -> dict[str, Any]:
     return first(events, "tool.finished")
 
 
+async def test_a_question_whose_calls_ran_is_not_asked_again_after_a_resumed_drop(
+    gateway: Gateway, fake: FakeGeminiServer
+) -> None:
+    """Found by the soak (one request run as two calls): the connection dropped while a batch
+    ran; the gateway resumed the session with its last handle (from before the question) and
+    asked the question again, telling the model not to call its tools again; the model called
+    them again under new ids, and they ran twice. The question is given back as context, and
+    the model answers it from the results."""
+    async with gateway.session("text") as client:
+        await client.say("hello")  # a turn completed: the session has a handle
+        await client.send("text.send", text='/tools echo {"text": "a"} ;; sleepy {"ms": 600}')
+        started = await client.last("tool.started", name="sleepy")
+        await fake.connections[0].drop(1011)
+        await client.last("tool.finished", call_id=started["call_id"])
+        reply = await client.last("response.done")
+        while not reply["text"]:  # the tool call's own response ends first
+            reply = await client.last("response.done")
+        second = await fake.wait_connections(2)
+    assert second.resumed_from is not None  # the handle of the turn before the question
+    assert gateway.decisions("echo") == [("echo", "executed")]
+    assert gateway.decisions("sleepy") == [("sleepy", "executed")]
+    assert not second.sent("toolCall")
+    assert started["call_id"] in reply["text"]  # answered from the results
+
+
 async def test_two_sessions_get_two_upstream_sessions(
     gateway: Gateway, fake: FakeGeminiServer
 ) -> None:

@@ -18,8 +18,9 @@ in ``events``). No I/O, no clock.
   event): the rest of that turn is dropped when it arrives.
 - Continuity: the last resumable handle is kept. ``connection_lost`` ends the response in flight
   and orphans the pending calls; ``resume`` returns what a new connection needs (the history as
-  context when the session could not be resumed, a user text the model had not answered yet, and
-  the uplink audio buffered while offline).
+  context when the session could not be resumed, a user text the model had not answered yet:
+  asked again, or, if it led to tool calls, given as context with their results; and the uplink
+  audio buffered while offline).
 """
 
 from __future__ import annotations
@@ -462,8 +463,9 @@ class GeminiCodec:
                 turns.remove(("user", question))  # asked below, once
             frames.append(wire.history_turns(turns))
         if question is not None:
-            again = question_again(question, self._answered_results, self._question_called_tools)
-            frames.append(wire.text_turn(again))
+            frames.extend(
+                question_again(question, self._answered_results, self._question_called_tools)
+            )
         audio, self._offline = bytes(self._offline), bytearray()
         step = 50 * MIN_APPEND_BYTES  # one second per message
         for start in range(0, len(audio), step):

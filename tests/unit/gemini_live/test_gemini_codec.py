@@ -242,16 +242,31 @@ class TestTools:
         codec.connection_lost()
         codec.tool_results([result("fc-1")])  # finished while offline
         frames = [orjson.loads(f) for f in codec.resume(resumed=True)]
-        # Not as a toolResponse (the new connection does not know fc-1): the question again,
-        # told not to call its tools again, then the result as text.
+        # Not as a toolResponse (the new connection does not know fc-1): the question back, as
+        # context only (asked again, the model would call its tools again), then the result as
+        # text, which the model answers.
         assert ["toolResponse" in f for f in frames] == [False, False]
-        question = frames[0]["clientContent"]["turns"][0]["parts"][0]["text"]
-        assert question.startswith("weather?")
-        assert "do not call them again" in question
+        question = frames[0]["clientContent"]
+        assert question["turns"][0]["parts"][0]["text"] == "weather?"
+        assert question["turnComplete"] is False
         (turn,) = frames[1]["clientContent"]["turns"]
         assert "fc-1" in turn["parts"][0]["text"]
         assert "temp_c" in turn["parts"][0]["text"]
         assert frames[1]["clientContent"]["turnComplete"] is True
+
+    def test_a_question_whose_calls_were_answered_is_given_back_with_their_results(self) -> None:
+        codec = online("text")
+        codec.user_text("weather?")
+        feed(codec, tool_call("fc-1"))
+        codec.tool_results([result("fc-1")])  # answered by id; the reply to it is then cut
+        sent(codec)
+        codec.connection_lost()
+        frames = [orjson.loads(f)["clientContent"] for f in codec.resume(resumed=True)]
+        assert [(f["turns"][0]["parts"][0]["text"][:8], f["turnComplete"]) for f in frames] == [
+            ("weather?", False),
+            ("Results ", True),
+        ]
+        assert "temp_c" in frames[1]["turns"][0]["parts"][0]["text"]
 
     def test_ids_of_a_new_session_that_repeat_earlier_ones_are_made_unique(self) -> None:
         """Gemini numbers calls per session: a new session (not resumed) may reuse an id."""
