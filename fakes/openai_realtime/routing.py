@@ -9,7 +9,10 @@ Pure. ``route`` looks at the items added since the previous response started:
    other tool results."; results of calls this brain never made (replayed ones) are answered
    as they are, in the brain's format;
 2. else the newest user or system message: a user's text → ``reply_to_text``, its audio →
-   ``reply_to_utterance(duration_ms)``; a system message's text → ``reply_to_text``;
+   ``reply_to_utterance(duration_ms)``; a system message's text → ``reply_to_text``; but a
+   user message followed by outputs of calls (a conversation replayed after a drop cut the
+   answer to them) is answered from those results, as a model would: it does not call its
+   tools again;
 3. else "I'm listening.".
 
 ``decide`` turns that into a ``Plan`` (``response``); fake-only directives in user text come
@@ -127,28 +130,39 @@ def _is_assistant(entry: Entry) -> bool:
     return entry.item.get("role") == "assistant"
 
 
-def route(new: Sequence[Entry], conversation: Conversation) -> Answerable:
-    """What a response answers, from the entries added since the previous one started."""
+def _outputs(
+    entries: Sequence[Entry], conversation: Conversation
+) -> list[tuple[str, str, dict[str, Any]]]:
+    """``(call_id, name, envelope)`` of every function output among ``entries``."""
     results = []
-    answered = max(
-        (i for i, e in enumerate(new) if e.item.get("type") == "message" and _is_assistant(e)),
-        default=-1,
-    )
-    for entry in new[answered + 1 :]:
+    for entry in entries:
         item = entry.item
         if item.get("type") == "function_call_output":
             call = conversation.find_call(item["call_id"])
             name = call.item.get("name", "") if call is not None else ""
             results.append((item["call_id"], name, parse_tool_output(item["output"])))
+    return results
+
+
+def route(new: Sequence[Entry], conversation: Conversation) -> Answerable:
+    """What a response answers, from the entries added since the previous one started."""
+    answered = max(
+        (i for i, e in enumerate(new) if e.item.get("type") == "message" and _is_assistant(e)),
+        default=-1,
+    )
+    results = _outputs(new[answered + 1 :], conversation)
     if results:
         return AnswerToolResults(tuple(results))
     # The newest input is what the model answers (a replayed conversation's last user message
     # may have been answered elsewhere, or given up: a later system message is the news).
-    for entry in reversed(new):
+    for index in range(len(new) - 1, -1, -1):
+        entry = new[index]
         item = entry.item
         role = item.get("role")
         if item.get("type") != "message" or role not in ("user", "system"):
             continue
+        if role == "user" and (led_to := _outputs(new[index + 1 :], conversation)):
+            return AnswerToolResults(tuple(led_to))
         text = _text_of(item)
         if text is not None or role == "system":
             return AnswerText(text or "", role)

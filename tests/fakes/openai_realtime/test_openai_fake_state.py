@@ -400,6 +400,33 @@ def test_routing_prefers_tool_outputs_then_user_then_system() -> None:
     assert route([user, audio], conversation) == AnswerAudio(420)
 
 
+def test_a_replayed_question_that_led_to_calls_is_answered_from_their_results() -> None:
+    """A conversation replayed after a drop that cut the answer to a tool's result: the user's
+    question, the call, its output, the part of the answer that was heard. Asked for a
+    response, a model answers from the results it has; it does not call the tool again (the
+    fake did, and the soak saw one request run twice)."""
+    conversation = Conversation(IdSource())
+
+    def add(raw: dict[str, Any]) -> Entry:
+        entry = parse_client_item(raw, conversation, PCM)
+        conversation.insert(entry)
+        return entry
+
+    user = add(user_text('/tool f {"x": 1}')["item"])
+    call = add({"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"})
+    output = add(call_output("call_1", '{"ok": true}')["item"])
+    heard = add(
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Tool results: f="}],
+        }
+    )
+    assert route([user, call, output, heard], conversation) == AnswerToolResults(
+        (("call_1", "f", {"ok": True}),)
+    )
+
+
 def test_tool_output_envelopes() -> None:
     assert parse_tool_output('{"temp_c": 21}') == {"temp_c": 21}
     assert parse_tool_output("sunny") == {"output": "sunny"}
