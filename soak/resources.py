@@ -32,7 +32,10 @@ __all__ = ["growth_rows"]
 JUDGED_PREFIX = "node-"
 EDGE_SAMPLES = 3
 PEAK_SETTLE_S = 5.0  # the peak's sessions are set up
-SURGE = 1.25  # a peak this far above the node's median load is a surge, not noise
+# A peak this far above the node's median load is a surge (a drain about doubles it), not the
+# ups and downs of a steady load.
+SURGE = 1.6
+SURGE_MIN = 5
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -49,7 +52,7 @@ def _peak(
         return None
     typical = sorted(c for c, _ in counts)[len(counts) // 2]
     most, when = max(counts)
-    return when if most >= SURGE * max(typical, 1) else None
+    return when if most >= max(SURGE * typical, typical + SURGE_MIN) else None
 
 
 def _sessions_between(
@@ -74,15 +77,17 @@ def growth_rows(
     for (role, pid), points in sorted(series.items(), key=lambda kv: kv[1][0].at):
         born = points[0].at
         start = max(window_from, born + window_from)
+        why = f"lived {points[-1].at - born:.0f} s"
         if role.startswith(JUDGED_PREFIX):
             peak = _peak(node_sessions, role.removeprefix(JUDGED_PREFIX), born, load_end)
-            if peak is not None:
-                start = max(start, peak + PEAK_SETTLE_S)
+            if peak is not None and peak + PEAK_SETTLE_S > start:
+                start = peak + PEAK_SETTLE_S
+                why = f"its surge of sessions at {peak:.0f} s"
         window = [p for p in points if start <= p.at <= load_end]
         row: dict[str, Any] = {"role": role, "pid": pid, "judged": role.startswith(JUDGED_PREFIX)}
         if len(window) < 2 * EDGE_SAMPLES or window[-1].at - window[0].at < min_span_s:
             row["measured"] = False
-            row["note"] = f"window too short (lived {points[-1].at - born:.0f} s)"
+            row["note"] = f"window too short ({why})"
             rows.append(row)
             continue
         edge = max(EDGE_SAMPLES, len(window) // 5)
