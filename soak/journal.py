@@ -8,12 +8,13 @@ ids); a tool returns it in its result, so the upstream fakes can see where it we
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
 from typing import Any
 
-from tools._core import ToolContext
+from tools._core import ToolContext, ToolResponse
 
 __all__ = ["JOURNAL_ENV", "RUN_PREFIX", "record", "run_key"]
 
@@ -42,3 +43,16 @@ def record(ctx: ToolContext, phase: str, **extra: Any) -> None:
         os.write(fd, data)
     finally:
         os.close(fd)
+
+
+async def sleep_journaled(args: dict[str, Any], ctx: ToolContext) -> ToolResponse:
+    """A tool's work that takes ``ms`` milliseconds, journaled as it starts, ends or is
+    cancelled (the slow tool, and the background one: the same work, run two ways)."""
+    record(ctx, "start", label=args["label"])
+    try:
+        await asyncio.sleep(args.get("ms", 0) / 1000)
+    except asyncio.CancelledError:
+        record(ctx, "cancelled", label=args["label"])
+        raise
+    record(ctx, "end", label=args["label"])
+    return ToolResponse.success({"label": args["label"], "run": run_key(ctx)})
