@@ -311,9 +311,10 @@ class ClientSocket:
 
     def write_binary_now(self, data: bytes) -> bool:
         """Write one binary frame now; False (nothing written) unless the socket is empty."""
-        if not self.writable_now():
+        transport = self._transport  # inline, not writable_now(): one call less per frame
+        if self._close_sent or transport.is_closing() or transport.get_write_buffer_size():
             return False
-        self._transport.write(encode_frame(OP_BINARY, data))
+        transport.write(encode_frame(OP_BINARY, data))
         return True
 
     def writable_now(self) -> bool:
