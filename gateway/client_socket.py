@@ -309,8 +309,10 @@ class ClientSocket:
 
     # -- writing ---------------------------------------------------------------------------------
 
-    def write_binary_now(self, data: bytes) -> bool:
-        """Write one binary frame now; False (nothing written) unless the socket is empty."""
+    def write_binary_now(self, data: bytes, encoded: str | None = None) -> bool:
+        """Write one binary frame now; False (nothing written) unless the socket is empty.
+        ``encoded`` is not used (``Outbound``'s audio writer signature: a binary frame carries
+        the bytes themselves)."""
         transport = self._transport  # inline, not writable_now(): one call less per frame
         if self._close_sent or transport.is_closing() or transport.get_write_buffer_size():
             return False

@@ -103,6 +103,7 @@ class RecordingOutbound:
 
     events: list[dict[str, Any]] = field(default_factory=list)
     audio_frames: list[bytes] = field(default_factory=list)
+    audio_encoded: list[str | None] = field(default_factory=list)  # each frame's base64 given
     released: asyncio.Event = field(default_factory=asyncio.Event)
     _arrived: asyncio.Condition = field(default_factory=asyncio.Condition)
 
@@ -120,8 +121,9 @@ class RecordingOutbound:
             await self._arrived.wait_for(lambda: bool(self.of(kind)))
         return self.of(kind)[0]
 
-    def audio(self, pcm: bytes) -> None:
+    def audio(self, pcm: bytes, encoded: str | None = None) -> None:
         self.audio_frames.append(pcm)
+        self.audio_encoded.append(encoded)
 
     def discard_audio(self) -> None:
         self.audio_frames.clear()

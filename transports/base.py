@@ -183,7 +183,11 @@ class DirectAudio(Protocol):
 
     def accepts_audio_now(self) -> bool: ...
 
-    def send_audio_now(self, pcm: bytes) -> None: ...
+    def send_audio_now(self, pcm: bytes, encoded: str | None = None) -> None:
+        """``encoded``: the same audio as standard base64, when the client sent it so (an
+        OpenAI-protocol client's own string): a transport that sends base64 may send it as
+        is rather than encode the bytes again."""
+        ...
 
 
 @runtime_checkable

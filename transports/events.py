@@ -46,11 +46,15 @@ class ResponseStarted:
 
 @dataclass(frozen=True, slots=True)
 class AudioDelta:
-    """Assistant speech, PCM16 mono at the transport's ``Capabilities.output_rate``."""
+    """Assistant speech, PCM16 mono at the transport's ``Capabilities.output_rate``.
+
+    ``encoded``: the same audio as the upstream sent it, standard base64 (strictly valid), so
+    that a client that takes base64 gets it as is when nothing converts the audio."""
 
     response_id: str
     pcm: bytes
     type: Literal["audio.delta"] = "audio.delta"
+    encoded: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

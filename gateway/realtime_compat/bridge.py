@@ -48,7 +48,7 @@ from gateway.realtime_compat import client_wire as cw
 from gateway.realtime_compat.client_items import FunctionCallOutput, InputAudio, UserMessage
 from gateway.realtime_compat.client_tools import ToolCheck, client_tools_of
 from gateway.realtime_compat.errors import CompatError
-from gateway.realtime_compat.server_wire import ServerEvent, random_id
+from gateway.realtime_compat.server_wire import ServerEvent, SessionIds
 from gateway.realtime_compat.session_config import SessionPatch, SessionView
 from gateway.realtime_compat.translate import Translator
 from gateway.session.outbound import Outbound
@@ -92,9 +92,10 @@ class CompatBridge:
         self._provider = provider
         self._start_session = start_session
         self._check_tools = check_tools
-        self.translator = Translator(ids=random_id, show_tools=show_tools)
+        ids = SessionIds()
+        self.translator = Translator(ids=ids, show_tools=show_tools)
         self.view = SessionView(
-            id=random_id("sess"), model=model, expires_at=int(time.time()) + SESSION_LIFETIME_S
+            id=ids("sess"), model=model, expires_at=int(time.time()) + SESSION_LIFETIME_S
         )
         self.outbound = Outbound(
             self._on_session_text,
@@ -169,7 +170,7 @@ class CompatBridge:
             return False
         if type(event) is not cw.InputAudioAppend or not event.audio:
             return False
-        if not session.audio_now(event.audio):
+        if not session.audio_now(event.audio, event.encoded):
             return False
         self.translator.input_appended(len(event.audio))
         return True
@@ -358,15 +359,15 @@ class CompatBridge:
     async def _on_session_audio(self, pcm: bytes) -> None:
         await self._emit(self.translator.on_audio(pcm))
 
-    def _audio_out_now(self, pcm: bytes) -> bool:
+    def _audio_out_now(self, pcm: bytes, encoded: str | None) -> bool:
         """The session's audio written now (the outbound queue is empty and its writer idle),
-        translated exactly as ``_on_session_audio`` does; False, untouched, while the socket
-        holds unsent bytes."""
+        translated exactly as ``_on_session_audio`` does (``encoded``: the upstream's base64 of
+        ``pcm``, sent as is); False, untouched, while the socket holds unsent bytes."""
         assert self._write_now is not None
         writable, write = self._write_now
         if not writable():
             return False
-        for event in self.translator.on_audio(pcm):
+        for event in self.translator.on_audio(pcm, encoded):
             write(orjson.dumps(event))
         return True
 

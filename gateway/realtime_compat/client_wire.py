@@ -122,6 +122,7 @@ class InputAudioAppend:
     TYPE: ClassVar[str] = "input_audio_buffer.append"
 
     audio: bytes  # PCM16 at 24 kHz, whole samples
+    encoded: str = ""  # ``audio`` as the client sent it: valid standard base64
     event_id: str | None = None
 
 
@@ -274,7 +275,10 @@ def _session_update(raw: dict[str, Any], event_id: str | None) -> SessionUpdate:
 def _append(raw: dict[str, Any], event_id: str | None) -> InputAudioAppend:
     if raw.get("audio") is None:
         raise missing_parameter("audio")
-    return InputAudioAppend(audio=decode_audio(raw["audio"], "audio"), event_id=event_id)
+    encoded = raw["audio"]
+    return InputAudioAppend(
+        audio=decode_audio(encoded, "audio"), encoded=encoded, event_id=event_id
+    )
 
 
 def _commit(raw: dict[str, Any], event_id: str | None) -> InputAudioCommit:

@@ -23,7 +23,7 @@ the gateway's tools has no output item)::
 
 from __future__ import annotations
 
-import base64
+import binascii
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -104,16 +104,27 @@ class ResponseStream:
         events.append(self._ctx.event(kind, **self._part_ids(message), delta=text))
         return events
 
-    def audio(self, pcm: bytes) -> list[ServerEvent]:
+    def audio(self, pcm: bytes, encoded: str | None = None) -> list[ServerEvent]:
+        """``encoded``: ``pcm`` as standard base64 already (the upstream's), sent as is."""
         events = self._open("audio")
         message = self.message
         assert message is not None
         if message.part != "audio":  # audio in a text response: nothing to carry it
             return events
         message.audio_bytes += len(pcm)
-        delta = base64.b64encode(pcm).decode("ascii")
+        if encoded is None:
+            encoded = binascii.b2a_base64(pcm, newline=False).decode("ascii")
+        # Every audio frame takes this: the event built at once, as ``ctx.event`` would.
         events.append(
-            self._ctx.event("response.output_audio.delta", **self._part_ids(message), delta=delta)
+            {
+                "type": "response.output_audio.delta",
+                "event_id": self._ctx.ids("event"),
+                "response_id": self.id,
+                "item_id": message.item_id,
+                "output_index": message.output_index,
+                "content_index": 0,
+                "delta": encoded,
+            }
         )
         return events
 

@@ -24,12 +24,12 @@ __all__ = [
     "Ids",
     "PartKind",
     "ServerEvent",
+    "SessionIds",
     "assistant_item",
     "close_code",
     "error_from_gateway",
     "ga_status",
     "ga_usage",
-    "random_id",
     "response_object",
     "session_end_error",
     "user_audio_item",
@@ -46,9 +46,17 @@ PartKind: TypeAlias = Literal["audio", "text"]
 BYTES_PER_MS = 48  # PCM16 mono at 24 kHz, both ways
 
 
-def random_id(prefix: str) -> str:
-    """Production ids: ``<prefix>_`` and 20 random hex digits (OpenAI's ids are opaque too)."""
-    return f"{prefix}_{secrets.token_hex(10)}"
+class SessionIds:
+    """Production ids, one instance per session: ``<prefix>_``, 12 random hex digits drawn
+    once, then a counter in hex (OpenAI's ids are opaque too). Unique within the session, and
+    across sessions but by a 48-bit chance; no fresh randomness per audio delta's event id."""
+
+    def __init__(self) -> None:
+        self._salt = secrets.token_hex(6)
+        self._next = itertools.count(1).__next__
+
+    def __call__(self, prefix: str) -> str:
+        return f"{prefix}_{self._salt}{self._next():x}"
 
 
 class CountingIds:

@@ -147,12 +147,13 @@ class Translator:
         handler = self._handlers.get(kind) if isinstance(kind, str) else None
         return [] if handler is None else handler(event)
 
-    def on_audio(self, pcm: bytes) -> list[ServerEvent]:
-        """One frame of the assistant's speech (PCM16, 24 kHz)."""
+    def on_audio(self, pcm: bytes, encoded: str | None = None) -> list[ServerEvent]:
+        """One frame of the assistant's speech (PCM16, 24 kHz); ``encoded``: the same bytes as
+        standard base64, when the upstream sent them so."""
         response = self._speaking
         if response is None or not pcm:
             return []
-        events = response.audio(pcm)
+        events = response.audio(pcm, encoded)
         message = response.message
         if message is not None and message.item_id not in self._audio_items:
             self._audio_items[message.item_id] = message

@@ -124,10 +124,11 @@ class ClientEvents:
 
     # -- the hot path ---------------------------------------------------------------------------
 
-    def audio_now(self, pcm: bytes) -> bool:
+    def audio_now(self, pcm: bytes, encoded: str | None = None) -> bool:
         """A binary frame as the socket parses it: True when handled here; False when it must
         take ``handle`` (a frame that is not whole samples, not voice mode, a message waiting
-        for the user's next turn, or an upstream that cannot take it now)."""
+        for the user's next turn, or an upstream that cannot take it now). ``encoded``: the
+        frame as the client's base64, passed on when the audio needs no conversion."""
         direct = self._direct
         if (
             direct is None
@@ -142,7 +143,9 @@ class ClientEvents:
         self._usage.audio_in_ms += len(pcm) * self._in_ms_per_byte
         assert self._in is not None
         resampled = self._in.process(pcm)
-        if resampled:
+        if resampled is pcm:
+            direct.send_audio_now(pcm, encoded)
+        elif resampled:
             direct.send_audio_now(resampled)
         return True
 

@@ -14,7 +14,9 @@ can still be resumed).
 
 The hot path: with ``write_audio_now`` (a synchronous write that may refuse, e.g. while the
 socket has unsent data), an audio frame is written at once when nothing is queued and the
-writer is idle, which spares a task switch per frame; anything else takes the queues.
+writer is idle, which spares a task switch per frame; anything else takes the queues. It is
+given the frame's standard base64 too when the upstream sent that (``AudioDelta.encoded``), for
+a client that takes base64 (``/v1/realtime``): no encoding again.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ class Outbound:
         on_audio_dropped: Callable[[], None] = lambda: None,
         on_overflow: Callable[[], None] = lambda: None,
         ordered: bool = False,
-        write_audio_now: Callable[[bytes], bool] | None = None,
+        write_audio_now: Callable[[bytes, str | None], bool] | None = None,
     ) -> None:
         self._send_text = send_text
         self._send_bytes = send_bytes
@@ -87,7 +89,7 @@ class Outbound:
             self._control.append((text, len(payload)))
         self._wake.set()
 
-    def audio(self, pcm: bytes) -> None:
+    def audio(self, pcm: bytes, encoded: str | None = None) -> None:
         if self._closed:
             return
         if (
@@ -95,7 +97,7 @@ class Outbound:
             and self._write_now is not None
             and not self._lane
             and not self._control
-            and self._write_now(pcm)
+            and self._write_now(pcm, encoded)
         ):
             self.sent_audio += 1
             return

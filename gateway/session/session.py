@@ -276,9 +276,10 @@ class Session:
     async def on_client_event(self, event: JsonClientEvent | BinaryAudio) -> None:
         await self.client.handle(event)
 
-    def audio_now(self, pcm: bytes) -> bool:
-        """A binary frame on the hot path (``ClientEvents.audio_now``)."""
-        return self.client.audio_now(pcm)
+    def audio_now(self, pcm: bytes, encoded: str | None = None) -> bool:
+        """A binary frame on the hot path (``ClientEvents.audio_now``); ``encoded``: the same
+        audio as the client's standard base64, when it sent it so."""
+        return self.client.audio_now(pcm, encoded)
 
     async def run_upstream(self) -> None:
         await self.upstream.run()

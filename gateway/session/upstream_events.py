@@ -172,7 +172,8 @@ class UpstreamEvents:
         if pcm and outbound is not None:
             if response.first_audio_at is None:
                 response.first_audio_at = now
-            outbound.audio(pcm)
+            # The upstream's base64 holds only for the very bytes it came with (no conversion).
+            outbound.audio(pcm, event.encoded if pcm is event.pcm else None)
             self._metrics.frames.audio_out += 1
 
     # -- responses --------------------------------------------------------------------------------

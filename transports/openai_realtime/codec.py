@@ -131,7 +131,7 @@ class RealtimeCodec(RealtimeInputs):
             return []
         item.received += len(pcm)
         item.forwarded += len(pcm)
-        return [ev.AudioDelta(r.response_id, pcm)]
+        return [ev.AudioDelta(r.response_id, pcm, encoded=delta)]
 
     def _session_created(self, event: Mapping[str, Any]) -> list[ev.UpstreamEvent]:
         session = event.get("session") or {}

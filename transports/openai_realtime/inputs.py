@@ -92,13 +92,18 @@ class RealtimeInputs:
         if self.connected:
             self.outbox.append(frame)
 
-    def audio(self, pcm: bytes) -> None:
+    def audio(self, pcm: bytes, encoded: str | None = None) -> None:
+        """``encoded``: ``pcm`` as standard base64 when the client sent it so, appended as is
+        when the frame goes up whole (no gathering)."""
         if not self.connected:
             self.uplink.keep_offline(pcm)
             return
         chunk = self.uplink.take(pcm)
-        if chunk is not None:  # the hot path: binascii without base64's Python wrapper
-            self.outbox.append(wire.audio_append(b2a_base64(chunk, newline=False).decode("ascii")))
+        if chunk is None:
+            return
+        if chunk is not pcm or encoded is None:  # binascii without base64's Python wrapper
+            encoded = b2a_base64(chunk, newline=False).decode("ascii")
+        self.outbox.append(wire.audio_append(encoded))
 
     def commit(self) -> None:
         """Push-to-talk end of utterance: the model answers what it heard."""

@@ -378,10 +378,10 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
         is, audio takes ``send_audio``, whose await is the backpressure on the client)."""
         return self._codec is not None and not self._closing and self._flush_task is None
 
-    def send_audio_now(self, pcm: bytes) -> None:
+    def send_audio_now(self, pcm: bytes, encoded: str | None = None) -> None:
         codec = self._codec
         assert codec is not None
-        codec.audio(pcm)
+        codec.audio(pcm, encoded)
         if codec.outbox:
             self._flush_now()
 

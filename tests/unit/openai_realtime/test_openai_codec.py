@@ -144,6 +144,24 @@ class TestRelay:
         assert types(frames) == ["input_audio_buffer.append"]
         assert len(base64.b64decode(frames[0]["audio"])) == 1000
 
+    def test_the_clients_base64_goes_up_as_is_only_for_a_whole_frame(self) -> None:
+        codec = online()
+        # "AAB=" is strictly valid with a stray bit past its two bytes: encoding the bytes
+        # again would give "AAA=", so only the client's own string can arrive as "AAB=".
+        codec.audio(b"\x00\x00" * 480, "AAB=")  # the caller vouches for it: 960 bytes
+        assert sent(codec)[0]["audio"] == "AAB="
+        codec.audio(b"\x00" * 500, "AAB=")  # gathered with the next: encoded from the bytes
+        codec.audio(b"\x00" * 500, "AAB=")
+        assert sent(codec)[0]["audio"] == base64.b64encode(b"\x00" * 1000).decode()
+
+    def test_an_audio_delta_keeps_the_upstreams_base64(self) -> None:
+        codec = online()
+        out = feed(codec, created("resp_1"), audio("resp_1", "item_a", 20))
+        delta = out[1]
+        assert isinstance(delta, ev.AudioDelta)
+        assert delta.encoded is not None
+        assert base64.b64decode(delta.encoded) == delta.pcm
+
     def test_user_text_is_an_item_then_a_response(self) -> None:
         codec = online("text")
         codec.user_text("hello")

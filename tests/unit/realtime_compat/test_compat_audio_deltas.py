@@ -57,7 +57,16 @@ def test_appended_client_audio_decodes_to_the_same_bytes() -> None:
     pcm = os.urandom(480) + b"\x00\x00"
     frame = b'{"type": "input_audio_buffer.append", "audio": "%s"}' % base64.b64encode(pcm)
     event = decode_client_event(frame)
-    assert event == InputAudioAppend(audio=pcm)
+    assert event == InputAudioAppend(audio=pcm, encoded=base64.b64encode(pcm).decode())
+
+
+def test_the_upstreams_base64_is_the_delta_as_is() -> None:
+    compat = translator()
+    compat.on_event(started())
+    # "AAB=" decodes to two zero bytes with a stray bit: only passing it on keeps the "B"
+    delta = compat.on_audio(b"\x00\x00", "AAB=")[-1]
+    assert delta["delta"] == "AAB="
+    assert compat.on_audio(b"\x00\x00")[-1]["delta"] == "AAA="
 
 
 def test_no_audio_of_an_interrupted_reply_is_needed_after_speech_started() -> None:

@@ -83,7 +83,9 @@ def test_the_sdk_frames_decode_to_their_events() -> None:
     assert output.item == FunctionCallOutput(
         id=None, call_id="call_000005", output='{"temp_c": 21, "sky": "clear"}'
     )
-    assert append == InputAudioAppend(audio=b"\x00\x00\x00\x00", event_id="evt_client_1")
+    assert append == InputAudioAppend(
+        audio=b"\x00\x00\x00\x00", encoded="AAAAAA==", event_id="evt_client_1"
+    )
     assert commit == InputAudioCommit()
     assert truncate == ItemTruncate(item_id="item_1", content_index=0, audio_end_ms=1234)
     assert cancel == ResponseCancel(response_id="resp_1")
@@ -137,7 +139,9 @@ def test_sdk_shaped_samples_are_valid_for_the_sdk(sample: dict[str, Any]) -> Non
 
 def test_append_decodes_base64_into_pcm_bytes() -> None:
     event = decode_client_event(frame(SDK_PARAM_SAMPLES[0]))
-    assert event == InputAudioAppend(audio=pcm(20), event_id="e1")
+    assert isinstance(event, InputAudioAppend)
+    assert (event.audio, event.event_id) == (pcm(20), "e1")
+    assert event.encoded == SDK_PARAM_SAMPLES[0]["audio"]  # as sent, for the upstream
 
 
 def test_clear_delete_and_retrieve_decode() -> None:

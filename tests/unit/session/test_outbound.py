@@ -175,12 +175,14 @@ class DirectWire(Wire):
         super().__init__(open_=open_)
         self.accepting = True
         self.direct: list[bytes] = []
+        self.encoded: list[str | None] = []
 
-    def write_now(self, pcm: bytes) -> bool:
+    def write_now(self, pcm: bytes, encoded: str | None) -> bool:
         if not self.accepting:
             return False
         self.frames.append(pcm)
         self.direct.append(pcm)
+        self.encoded.append(encoded)
         return True
 
 
@@ -190,8 +192,9 @@ async def test_audio_is_written_at_once_when_nothing_waits_and_the_writer_is_idl
     writer = asyncio.create_task(out.run())
     await asyncio.sleep(0)  # the writer is now waiting for work
     out.audio(b"a1")
-    out.audio(b"a2")
+    out.audio(b"a2", "YTI=")
     assert wire.direct == [b"a1", b"a2"]  # no task switch in between
+    assert wire.encoded == [None, "YTI="]  # the upstream's base64 too, when given
     out.close()
     await asyncio.wait_for(writer, 1)
     assert out.sent_audio == 2

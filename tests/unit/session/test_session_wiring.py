@@ -5,6 +5,7 @@ a response end held for its tool batch, and barge-in. No sockets (``tests/sessio
 from __future__ import annotations
 
 import asyncio
+import base64
 from pathlib import Path
 
 import pytest
@@ -108,6 +109,19 @@ async def test_a_response_end_waits_for_its_tool_batch(rig: Rig) -> None:
         "response.done",
     ]
     assert [r.call_id for r in rig.transport.results] == ["call_1"]
+
+
+@pytest.mark.parametrize(("upstream_rate", "passed_on"), [(24000, True), (16000, False)])
+async def test_the_upstreams_base64_goes_out_only_with_the_very_bytes_it_encodes(
+    full_registry: Registry, tmp_path: Path, upstream_rate: int, passed_on: bool
+) -> None:
+    rates = Capabilities(input_rate=24000, output_rate=upstream_rate)
+    voice = make_session(full_registry, tmp_path, mode="voice", capabilities=rates)
+    pcm = bytes(960)
+    encoded = base64.b64encode(pcm).decode()
+    await pump(voice, up.ResponseStarted("r1"), up.AudioDelta("r1", pcm, encoded=encoded))
+    # the client takes 24 kHz: at 16 kHz upstream the frame is resampled, its base64 stale
+    assert voice.outbound.audio_encoded == [encoded if passed_on else None]
 
 
 async def test_barge_in_discards_the_reply_and_truncates_what_was_heard(
