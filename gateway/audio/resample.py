@@ -15,6 +15,10 @@ each read a window of ``K - 1 + B·M`` inputs (``K``: taps per output). A call c
 of its blocks out of one strided view of the input buffer and multiplies them by the filter's
 block matrix, one float32 BLAS product, then clips and rounds to int16. The inputs after the
 last complete block, and the ``K - 1`` before it, are the history carried to the next call.
+The views a call needs depend only on the chunk's length and the state before it, which cycle
+(11 states for 20 ms chunks at 16 → 24 kHz): they are made once per state and kept, so a call
+is nine numpy operations on ready views. In the relay that count is what costs (each numpy call
+takes microseconds with the caches cold), more than the arithmetic.
 
 Why not libsoxr, used here before: it compensates its linear-phase filter's delay by holding
 input back until a block is full, so with 20 ms chunks its "MQ" held back 21 ms on average
@@ -30,20 +34,20 @@ spec and these properties; µs from a throwaway timeit per 20 ms chunk on one co
 =========  ===  ============  ============  ======  ===========  ========  ========
 pair, kHz   K   impulse peak  pulse xcorr   gd 1k   gd passband  µs/chunk  soxr µs
 =========  ===  ============  ============  ======  ===========  ========  ========
-16 → 24     43  0.15 ms       0.13 ms       0.10    ≤ 0.59 ms    7.2       5.3
-24 → 16     64  0.15 ms       0.13 ms       0.10    ≤ 0.59 ms    7.4       5.3
-8 → 24      43  0.29 ms       0.25 ms       0.23    ≤ 1.17 ms    7.1       4.4
-24 → 8     127  0.21 ms       0.25 ms       0.23    ≤ 1.17 ms    7.3       4.1
-8 → 16      43  0.25 ms       0.25 ms       0.19    ≤ 1.15 ms    6.9       3.7
-16 → 8      86  0.19 ms       0.25 ms       0.19    ≤ 1.15 ms    6.9       3.4
-48 → 16    127  0.10 ms       0.13 ms       0.10    ≤ 0.59 ms    8.4       5.4
-48 → 24     86  0.06 ms       0.08 ms       0.07    ≤ 0.38 ms    8.4       5.2
+16 → 24     43  0.15 ms       0.13 ms       0.10    ≤ 0.59 ms    5.1       5.0
+24 → 16     64  0.15 ms       0.13 ms       0.10    ≤ 0.59 ms    5.3       4.9
+8 → 24      43  0.29 ms       0.25 ms       0.23    ≤ 1.17 ms    5.0       4.0
+24 → 8     127  0.21 ms       0.25 ms       0.23    ≤ 1.17 ms    5.4       3.7
+8 → 16      43  0.25 ms       0.25 ms       0.19    ≤ 1.15 ms    4.6       3.3
+16 → 8      86  0.19 ms       0.25 ms       0.19    ≤ 1.15 ms    4.9       3.1
+48 → 16    127  0.10 ms       0.13 ms       0.10    ≤ 0.59 ms    6.3       5.1
+48 → 24     86  0.06 ms       0.08 ms       0.07    ≤ 0.38 ms    6.3       4.8
 =========  ===  ============  ============  ======  ===========  ========  ========
 
 ("impulse peak": where a click's response peaks; "pulse xcorr": the lag of a band-limited
 pulse, by cross-correlation; "gd": the filter's group delay at 1 kHz and its largest over the
-passband.) The cost is a few numpy calls' overhead more than libsoxr's one call, about 2–3 µs
-a chunk; the gateway's other per-frame work dwarfs it.
+passband.) The cost is that of libsoxr's one call at 16 ↔ 24 kHz, and 1–2 µs more at the other
+pairs.
 
 Consequences for callers:
 
@@ -61,6 +65,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -87,10 +92,41 @@ _PIECE = 2048
 
 
 class _Scratch(threading.local):
+    """Per thread: the windows gathered for one product, its float outputs, and their int16."""
+
     windows: npt.NDArray[np.float32] = np.zeros(0, dtype=_FLOAT)
+    outputs: npt.NDArray[np.float32] = np.zeros(0, dtype=_FLOAT)
+    pcm: npt.NDArray[np.int16] = np.zeros(0, dtype=_PCM16)
 
 
 _SCRATCH = _Scratch()
+
+# Calls of the same shape repeat: a stream of 20 ms chunks cycles through a few states (11 at
+# 16 → 24 kHz). Each state's views are made once and kept, so that a call is seven numpy calls
+# (in the relay, each costs microseconds with cold caches). At most this many per stream.
+_PLANS_KEPT = 24
+
+
+_NOTHING = np.zeros(0, dtype=_FLOAT)
+
+
+class _Plan(NamedTuple):
+    """One call's work for a given (chunk length, pending inputs, emitted outputs), as views
+    (``_NOTHING`` where a step does not apply: ``speaks`` and ``drops`` say which)."""
+
+    scratch: npt.NDArray[np.float32]  # the thread's windows array the views below are into
+    inputs: npt.NDArray[np.float32]  # where the chunk goes in the buffer
+    pending: int  # after the call
+    emitted: int  # after the call
+    speaks: bool  # the call completes at least one output
+    blocks: npt.NDArray[np.float32]  # the windows in the buffer
+    windows: npt.NDArray[np.float32]  # ... gathered contiguously (scratch)
+    products: npt.NDArray[np.float32]  # blocks × outputs per block (scratch)
+    outputs: npt.NDArray[np.float32]  # the new outputs, flat, within products
+    pcm: npt.NDArray[np.int16]  # their int16 (scratch)
+    drops: bool  # complete blocks are dropped from the buffer's head
+    kept_to: npt.NDArray[np.float32]  # the buffer's head
+    kept_from: npt.NDArray[np.float32]  # what moves there
 
 
 class StreamResampler:
@@ -105,7 +141,9 @@ class StreamResampler:
         "_buffer",
         "_emitted",
         "_filter",
+        "_matrix",
         "_pending",
+        "_plans",
         "in_rate",
         "out_rate",
         "quality",
@@ -125,6 +163,7 @@ class StreamResampler:
         if in_rate == out_rate:
             return
         f = self._filter = design(in_rate, out_rate, quality)
+        self._matrix = f.block_matrix
         # The history (K - 1 inputs), the inputs of a block not yet complete (under B·M + M),
         # one piece, and what a last, partly complete block reads past them (under B·M + M).
         size = f.phase_taps - 1 + _PIECE + 3 * f.block_inputs + 2
@@ -141,6 +180,7 @@ class StreamResampler:
         # from q·B·M on are in the buffer, and _emitted outputs from q·B·L on were returned.
         self._pending = 0
         self._emitted = 0
+        self._plans: dict[tuple[int, int, int], _Plan] = {}
 
     @property
     def is_passthrough(self) -> bool:
@@ -166,47 +206,99 @@ class StreamResampler:
         )
 
     def _process(self, samples: npt.NDArray[np.int16]) -> bytes:
-        f = self._filter
-        assert f is not None
         n = len(samples)
         if not n:
             return b""
+        plan = self._plans.get((n, self._pending, self._emitted))
+        if plan is None or plan.scratch is not _SCRATCH.windows:
+            plan = self._plan(n)
+        # One unpacking, and item assignment rather than np.copyto (no Python-level dispatch).
+        _, inputs, self._pending, self._emitted, speaks, blocks, windows, products, out, pcm = plan[
+            :10
+        ]
+        inputs[...] = samples
+        if not speaks:
+            return b""
+        windows[...] = blocks
+        np.dot(windows, self._matrix, out=products)
+        out.clip(_LOWEST, _HIGHEST, out=out)
+        np.rint(out, out=out)
+        pcm[...] = out
+        if plan.drops:
+            plan.kept_to[...] = plan.kept_from
+        return pcm.tobytes()
+
+    def _plan(self, n: int) -> _Plan:
+        """The views for a call of ``n`` samples in the current state (kept for the next)."""
+        f = self._filter
+        assert f is not None
         history = f.phase_taps - 1
         pending = self._pending + n
         fill = history + pending
-        self._buffer[fill - n : fill] = samples
+        inputs = self._buffer[fill - n : fill]
         # round(pending · L / M), half up, in integers. Output m needs inputs up to
         # floor(m·M / L) only, so every one of these is complete now.
         total = (2 * f.up * pending + f.down) // (2 * f.down)
         emitted = self._emitted
-        if total == emitted:
-            self._pending = pending
-            return b""
-        # The last block may be partly complete: its other outputs read stale buffer past
-        # ``fill`` and are dropped (they are computed again once their inputs are in).
-        per_block = f.block_outputs
-        blocks = (total - 1) // per_block + 1
-        width = f.window
         scratch = _SCRATCH.windows
-        if len(scratch) < blocks * width:
-            scratch = _SCRATCH.windows = np.empty(2 * blocks * width, dtype=_FLOAT)
-        windows = scratch[: blocks * width].reshape(blocks, width)
-        np.copyto(windows, self._blocks[:blocks])
-        out = (windows @ f.block_matrix).reshape(-1)[emitted:total]
-        out.clip(_LOWEST, _HIGHEST, out=out)
-        np.rint(out, out=out)
-        pcm = out.astype(_PCM16).tobytes()
-
-        # Drop the blocks that are complete; keep the one partly output.
-        done = total // per_block
-        self._emitted = total - done * per_block
-        if done:
+        if total == emitted:
+            nothing = (_NOTHING,) * 4
+            plan = _Plan(
+                scratch,
+                inputs,
+                pending,
+                emitted,
+                False,
+                *nothing,
+                _SCRATCH.pcm[:0],
+                False,
+                _NOTHING,
+                _NOTHING,
+            )
+        else:
+            # The last block may be partly complete: its other outputs read stale buffer past
+            # ``fill`` and are dropped (they are computed again once their inputs are in).
+            per_block = f.block_outputs
+            blocks = (total - 1) // per_block + 1
+            scratch = self._scratch(blocks, f)
+            windows = scratch[: blocks * f.window].reshape(blocks, f.window)
+            products = _SCRATCH.outputs[: blocks * per_block].reshape(blocks, per_block)
+            # Drop the blocks that are complete; keep the one partly output.
+            done = total // per_block
             shift = done * f.block_inputs
-            pending -= shift
-            keep = history + pending
-            self._buffer[:keep] = self._buffer[shift : shift + keep]
-        self._pending = pending
-        return pcm
+            keep = history + pending - shift
+            plan = _Plan(
+                scratch,
+                inputs,
+                pending - shift,
+                total - done * per_block,
+                True,
+                self._blocks[:blocks],
+                windows,
+                products,
+                products.reshape(-1)[emitted:total],
+                _SCRATCH.pcm[: total - emitted],
+                done > 0,
+                self._buffer[:keep],
+                self._buffer[shift : shift + keep],
+            )
+        if len(self._plans) >= _PLANS_KEPT or any(
+            kept.scratch is not scratch for kept in self._plans.values()
+        ):
+            self._plans.clear()
+        self._plans[(n, self._pending, emitted)] = plan
+        return plan
+
+    @staticmethod
+    def _scratch(blocks: int, f: PolyphaseFilter) -> npt.NDArray[np.float32]:
+        """The thread's scratch, grown (for a whole piece of this filter) if too small."""
+        s = _SCRATCH
+        if len(s.windows) < blocks * f.window or len(s.outputs) < blocks * f.block_outputs:
+            most = (_PIECE + 3 * f.block_inputs) // f.block_inputs + 2
+            s.windows = np.empty(max(len(s.windows), most * f.window), dtype=_FLOAT)
+            s.outputs = np.empty(max(len(s.outputs), most * f.block_outputs), dtype=_FLOAT)
+            s.pcm = np.empty(max(len(s.pcm), most * f.block_outputs), dtype=_PCM16)
+        return s.windows
 
     def flush(self) -> bytes:
         """End the stream: return what is left of it (nothing, as nothing is held back), then
@@ -224,7 +316,7 @@ class StreamResampler:
         if self._filter is not None:
             self._buffer[: self._filter.phase_taps - 1] = 0.0
             self._pending = 0
-            self._emitted = 0
+            self._emitted = 0  # the plans stay: they depend on the state, not on the samples
 
     def __repr__(self) -> str:
         return (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import numpy.typing as npt
@@ -393,3 +394,37 @@ def test_quality_trades_taps_for_attenuation() -> None:
         assert peak_frequency(out, 24000) == pytest.approx(1000, abs=2)
         taps.append(design(16000, 24000, quality).phase_taps)
     assert taps == sorted(set(taps))  # strictly more taps for more attenuation
+
+
+def test_streams_sharing_the_threads_scratch_do_not_disturb_each_other() -> None:
+    # A small pair first, then one whose pieces need more scratch (it is grown meanwhile):
+    # interleaved, chunk by chunk, each stream comes out as it does alone.
+    pairs = ((16000, 24000), (48000, 8000))
+    signals = [noise(0.4, in_rate, seed=index) for index, (in_rate, _) in enumerate(pairs)]
+    sizes = [[320, 7, 1500, 320, 4096], [960, 4000, 1, 960, 2048]]
+    alone = [
+        run(StreamResampler(*pair), split(signal_, chunk_sizes))[0]
+        for pair, signal_, chunk_sizes in zip(pairs, signals, sizes, strict=True)
+    ]
+    resamplers = [StreamResampler(*pair) for pair in pairs]
+    chunks = [
+        split(signal_, chunk_sizes) for signal_, chunk_sizes in zip(signals, sizes, strict=True)
+    ]
+    together: list[list[bytes]] = [[], []]
+    for turn in range(max(len(c) for c in chunks)):
+        for index, resampler in enumerate(resamplers):
+            if turn < len(chunks[index]):
+                together[index].append(resampler.process(chunks[index][turn]))
+    assert [b"".join(parts) for parts in together] == alone
+
+
+def test_a_stream_moved_to_another_thread_goes_on_unchanged() -> None:
+    signal_ = noise(0.3, 16000, seed=7)
+    chunks = split(signal_, [320])
+    reference, _ = run(StreamResampler(16000, 24000), chunks)
+    resampler = StreamResampler(16000, 24000)
+    half = len(chunks) // 2
+    first = b"".join(resampler.process(chunk) for chunk in chunks[:half])
+    with ThreadPoolExecutor(max_workers=1) as other:
+        second = other.submit(lambda: b"".join(resampler.process(c) for c in chunks[half:]))
+        assert first + second.result() == reference
