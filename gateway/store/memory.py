@@ -42,6 +42,9 @@ class MemoryStore:
         self._rates: dict[int, ConnectionRateLimiter] = {}
         self._users: dict[str, dict[str, str]] = {}  # user → session → node
         self._queues: dict[str, asyncio.Queue[dict[str, Any] | None]] = {}
+        # No expiry is due before this: until then a purge has nothing to do (it scans every
+        # record, and each store call purges first). Never later than the true earliest.
+        self._next_expiry = float("inf")
 
     def __len__(self) -> int:
         """Sessions on record (live or parked, not expired; tombstones not counted)."""
@@ -59,8 +62,16 @@ class MemoryStore:
     def _unix(self) -> float:
         return self._clock.now().timestamp()
 
+    def _until(self, ttl_s: float) -> float:
+        """An expiry ``ttl_s`` from now, noted for ``_purge``."""
+        until = self._now() + ttl_s
+        self._next_expiry = min(self._next_expiry, until)
+        return until
+
     def _purge(self) -> None:
         now = self._now()
+        if now < self._next_expiry:
+            return
         for key in [k for k, (_, until) in self._records.items() if until <= now]:
             del self._records[key]
             self._ledger.pop(key, None)
@@ -68,6 +79,14 @@ class MemoryStore:
             del self._once[once]
         for conf in [k for k, until in self._confirmations.items() if until <= now]:
             del self._confirmations[conf]
+        self._next_expiry = min(
+            (
+                *(until for _, until in self._records.values()),
+                *self._once.values(),
+                *self._confirmations.values(),
+            ),
+            default=float("inf"),
+        )
 
     # -- nodes -----------------------------------------------------------------------------------
 
@@ -101,7 +120,7 @@ class MemoryStore:
     ) -> bool:
         if only_if_absent and self._get(record.session_id) is not None:
             return False
-        self._records[record.session_id] = (record, self._now() + ttl_s)
+        self._records[record.session_id] = (record, self._until(ttl_s))
         return True
 
     async def save(
@@ -122,7 +141,7 @@ class MemoryStore:
             state="parked" if parked else "live",
             saved_at=self._unix(),
         )
-        self._records[session_id] = (updated, self._now() + ttl_s)
+        self._records[session_id] = (updated, self._until(ttl_s))
 
     async def claim(
         self,
@@ -165,7 +184,7 @@ class MemoryStore:
         if record is None or record.epoch != epoch:
             return
         tombstone = replace(record, state="ended", token_hash="", owner="")
-        self._records[session_id] = (tombstone, self._now() + TOMBSTONE_S)
+        self._records[session_id] = (tombstone, self._until(TOMBSTONE_S))
         self._ledger.pop(session_id, None)
         for key in [k for k in self._confirmations if k[0] == session_id]:
             del self._confirmations[key]
@@ -182,7 +201,7 @@ class MemoryStore:
         self, session_id: str, epoch: int, confirmation_id: str, ttl_s: float
     ) -> None:
         self._owned(session_id, epoch)
-        self._confirmations[(session_id, confirmation_id)] = self._now() + ttl_s
+        self._confirmations[(session_id, confirmation_id)] = self._until(ttl_s)
 
     async def take_confirmation(self, session_id: str, epoch: int, confirmation_id: str) -> bool:
         self._owned(session_id, epoch)
@@ -266,7 +285,7 @@ class MemoryStore:
         self._purge()
         if key in self._once:
             return False
-        self._once[key] = self._now() + ttl_s
+        self._once[key] = self._until(ttl_s)
         return True
 
     # -- the bus ---------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ usageMetadata, chat completions' last chunk)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -102,3 +103,13 @@ def test_counts_add_field_by_field_and_survive_json() -> None:
     assert TokenCounts.from_json(total.as_json()) == total
     assert total.input_total == 13
     assert total.output_total == 15
+
+
+def test_sums_and_json_cover_every_field() -> None:
+    # Both are spelled out field by field: a field added later must be added there too.
+    names = [f.name for f in dataclasses.fields(TokenCounts)]
+    a = TokenCounts(*range(1, len(names) + 1))
+    b = TokenCounts(*(10 * i for i in range(1, len(names) + 1)))
+    assert [getattr(a + b, name) for name in names] == [11 * i for i in range(1, len(names) + 1)]
+    assert a.as_json() == {name: getattr(a, name) for name in names}
+    assert TokenCounts.from_json(a.as_json()) == a
