@@ -102,7 +102,7 @@ class _Scratch(threading.local):
 _SCRATCH = _Scratch()
 
 # Calls of the same shape repeat: a stream of 20 ms chunks cycles through a few states (11 at
-# 16 → 24 kHz). Each state's views are made once and kept, so that a call is seven numpy calls
+# 16 → 24 kHz). Each state's views are made once and kept, so that a call is nine numpy calls
 # (in the relay, each costs microseconds with cold caches). At most this many per stream.
 _PLANS_KEPT = 24
 
