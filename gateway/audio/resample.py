@@ -213,9 +213,8 @@ class StreamResampler:
         if plan is None or plan.scratch is not _SCRATCH.windows:
             plan = self._plan(n)
         # One unpacking, and item assignment rather than np.copyto (no Python-level dispatch).
-        _, inputs, self._pending, self._emitted, speaks, blocks, windows, products, out, pcm = plan[
-            :10
-        ]
+        (_, inputs, self._pending, self._emitted, speaks, blocks, windows, products, out, pcm,
+         drops, kept_to, kept_from) = plan  # fmt: skip
         inputs[...] = samples
         if not speaks:
             return b""
@@ -224,8 +223,8 @@ class StreamResampler:
         out.clip(_LOWEST, _HIGHEST, out=out)
         np.rint(out, out=out)
         pcm[...] = out
-        if plan.drops:
-            plan.kept_to[...] = plan.kept_from
+        if drops:
+            kept_to[...] = kept_from
         return pcm.tobytes()
 
     def _plan(self, n: int) -> _Plan:
