@@ -37,6 +37,7 @@ __all__ = [
     "free_port",
     "gateway_env_gemini",
     "gateway_env_openai",
+    "log_file_tail",
     "pin_process",
     "plan_cores",
     "read_counters",
@@ -64,6 +65,15 @@ def free_port() -> int:
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def log_file_tail(path: Path, lines: int = 20) -> str:
+    """The last ``lines`` of a child's log, for an error message ("" when it cannot be read)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
 
 
 class ChildProcess:
@@ -99,11 +109,7 @@ class ChildProcess:
         return self._process.poll() is None
 
     def log_tail(self, lines: int = 20) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+        return log_file_tail(self.log_path, lines)
 
     def ensure_alive(self) -> None:
         if not self.alive():

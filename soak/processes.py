@@ -12,6 +12,8 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+from bench.relay_procs import log_file_tail
+
 __all__ = ["REPO", "Child"]
 
 REPO = Path(__file__).resolve().parents[1]
@@ -91,8 +93,4 @@ class Child:
         return code
 
     def log_tail(self, lines: int = 20) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+        return log_file_tail(self.log_path, lines)
