@@ -159,20 +159,19 @@ class CompatBridge:
     def audio_in_now(self, frame: str) -> bool:
         """The hot path of ``input_audio_buffer.append`` (the socket's ``direct_text``): once
         the session has started, a well-formed append is handed to it at once, as
-        ``on_client_text`` would. Anything else is False, and takes ``on_client_text``: the
-        same decoder refuses the same frames, with the same errors."""
+        ``on_client_text`` would. Anything else is False, and takes ``on_client_text``, whose
+        decoder refuses it with OpenAI's error (``append_audio`` takes no frame that
+        ``decode_client_event`` refuses, and gives the same audio for what it takes)."""
         session = self.session
         if session is None:
             return False
-        try:
-            event = cw.decode_client_event(frame)
-        except CompatError:
+        appended = cw.append_audio(frame)
+        if appended is None:
             return False
-        if type(event) is not cw.InputAudioAppend or not event.audio:
+        pcm, encoded = appended
+        if not session.audio_now(pcm, encoded):
             return False
-        if not session.audio_now(event.audio, event.encoded):
-            return False
-        self.translator.input_appended(len(event.audio))
+        self.translator.input_appended(len(pcm))
         return True
 
     async def on_client_text(self, frame: str | bytes) -> None:

@@ -24,6 +24,7 @@ of one append is the socket's frame limit, not checked here.
 
 from __future__ import annotations
 
+import binascii
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeAlias
@@ -73,6 +74,7 @@ __all__ = [
     "SystemMessage",
     "UnknownEvent",
     "UserMessage",
+    "append_audio",
     "decode_client_event",
 ]
 
@@ -266,6 +268,30 @@ def decode_client_event(frame: str | bytes) -> ClientEvent:
         return decoder(raw, event_id)
     except CompatError as error:
         raise error.for_event(event_id) from None
+
+
+def append_audio(frame: str | bytes) -> tuple[bytes, str] | None:
+    """The relay's decoder for the one event sent 50 times a second: a well-formed
+    ``input_audio_buffer.append`` with audio → ``(pcm, base64 as sent)``, without building the
+    event; None for any other frame, which ``decode_client_event`` then decodes or refuses.
+    It accepts only what that decodes to an ``InputAudioAppend`` with the same audio (a test
+    holds the two to it): the same parse, the same strict base64, whole samples."""
+    try:
+        raw = orjson.loads(frame)
+    except orjson.JSONDecodeError:
+        return None
+    if type(raw) is not dict or raw.get("type") != InputAudioAppend.TYPE:
+        return None
+    encoded = raw.get("audio")
+    if type(encoded) is not str:
+        return None
+    try:
+        pcm = binascii.a2b_base64(encoded, strict_mode=True)
+    except (binascii.Error, ValueError):
+        return None
+    if not pcm or len(pcm) & 1:
+        return None
+    return pcm, encoded
 
 
 def _session_update(raw: dict[str, Any], event_id: str | None) -> SessionUpdate:
