@@ -246,7 +246,7 @@ class ToolFlow:
         opened: list[PendingConfirmation] = []
         asked: list[ToolCall] = []
         for call in calls:
-            if w.runner.seen(call.call_id) or self.client_calls.is_waiting(call.call_id):
+            if w.runner.seen(call) or self.client_calls.is_waiting(call.call_id):
                 progress.skipped.add(call.call_id)
                 continue  # duplicate delivery: it was (or is being) answered once already
             if self.client_calls.declares(call.tool_id):
@@ -298,6 +298,7 @@ class ToolFlow:
             if reported is not None:
                 await reported(response_id)
             outcomes.update(await self.client_calls.answers(asked))
+        executed = [c for c in executed if c not in outcomes or not outcomes[c].reused_id]
         allowed = await w.ownership.deliver(executed)  # each result reaches the model once
         if w.ownership.handed_off:
             return  # the new owner delivers what ran here (it is in the ledger)
@@ -406,9 +407,11 @@ class ToolFlow:
     async def result_from_ledger(self, call: ToolCall, entry: LedgerEntry) -> CallOutcome:
         """The outcome of a call started before (on this node or another): its result once it
         finishes; if its node stopped first, a failure whose side effects are unknown (it is
-        never run again)."""
+        never run again). A call of another tool under that id gets neither: it is refused."""
         w = self._w
         caller = w.host.caller()
+        if entry.tool_id and entry.tool_id != call.tool_id:  # the id, reused for another tool
+            return w.runner.refuse_reused_id(call, caller)
         if entry.envelope is None and await w.ownership.store.node_alive(entry.node):
             spec = w.registry.get(call.tool_id)
             deadline = (w.runner.hard_timeout_ms(spec, caller.mode) / 1000 if spec else 5.0) + 5.0

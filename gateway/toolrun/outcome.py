@@ -52,6 +52,9 @@ class CallOutcome:
     duplicate: bool = False
     # The provider cancelled the call: its result must not be sent upstream.
     cancelled: bool = False
+    # Refused: its id was an earlier call's of another tool. The answer is not that call's
+    # result (the ledger's), so it goes to the model whatever the ledger says of the id.
+    reused_id: bool = False
 
     @property
     def ok(self) -> bool:

@@ -81,6 +81,7 @@ class ToolRunner:
         self._dedupe_window = dedupe_window
         # call id → the future of its outcome; finished ones kept (bounded) to answer duplicates.
         self._calls: OrderedDict[str, asyncio.Future[CallOutcome]] = OrderedDict()
+        self._tool_of: dict[str, str] = {}  # the tool of each call id in ``_calls``
         # call id → the task running its handler (the batch's, or the call's own in a batch)
         self._running: dict[str, asyncio.Task[Any]] = {}
         # Calls of a batch that have not started yet (waiting for a call they depend on).
@@ -99,13 +100,16 @@ class ToolRunner:
         *,
         decision: AuditDecision = AuditDecision.EXECUTED,
     ) -> CallOutcome:
-        """Execute one call; a duplicate delivery of a call id waits for and shares the first."""
+        """Execute one call; a duplicate delivery of a call id waits for and shares the first.
+        The same id for another tool is no duplicate: it is refused, and nothing runs."""
         earlier = self._calls.get(call.call_id)
         if earlier is not None:
+            if self._tool_of.get(call.call_id) != call.tool_id:
+                return self.refuse_reused_id(call, caller)
             first = await asyncio.shield(earlier)
             return replace(first, duplicate=True)
         future: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
-        self._remember(call.call_id, future)
+        self._remember(call, future)
         span = None if self._tracing is None else start_call_span(self._tracing, call, caller)
         try:
             outcome = await self._run_once(call, caller, decision, span)
@@ -154,6 +158,15 @@ class ToolRunner:
                 task.cancel()
             raise
 
+    def refuse_reused_id(self, call: ToolCall, caller: Caller) -> CallOutcome:
+        """The id of an earlier call of another tool (an upstream reusing ids): refused, never
+        run, so that no call gets another tool's result."""
+        message = "this call id was already used for another tool's call; nothing ran. Call again."
+        refused = self.refuse(
+            call, caller, ToolErrorType.VALIDATION, message, reason="call_id_reused"
+        )
+        return replace(refused, reused_id=True)
+
     def refuse(
         self,
         call: ToolCall,
@@ -177,7 +190,7 @@ class ToolRunner:
         if call.call_id not in self._calls:
             done: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
             done.set_result(outcome)
-            self._remember(call.call_id, done)
+            self._remember(call, done)
         return outcome
 
     def from_ledger(
@@ -202,7 +215,7 @@ class ToolRunner:
         if call.call_id not in self._calls:
             done: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
             done.set_result(outcome)
-            self._remember(call.call_id, done)
+            self._remember(call, done)
         return outcome
 
     def forget(self, call_id: str) -> None:
@@ -210,9 +223,11 @@ class ToolRunner:
         future = self._calls.get(call_id)
         if future is not None and future.done():
             del self._calls[call_id]
+            del self._tool_of[call_id]
 
-    def seen(self, call_id: str) -> bool:
-        return call_id in self._calls
+    def seen(self, call: ToolCall) -> bool:
+        """Its id was run or answered for this same tool: a duplicate delivery."""
+        return self._tool_of.get(call.call_id) == call.tool_id
 
     def cancel(self, call_id: str) -> bool:
         """Cancel a call (barge-in, provider cancellation): a running one now, a queued one
@@ -233,13 +248,15 @@ class ToolRunner:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _remember(self, call_id: str, future: asyncio.Future[CallOutcome]) -> None:
-        self._calls[call_id] = future
+    def _remember(self, call: ToolCall, future: asyncio.Future[CallOutcome]) -> None:
+        self._calls[call.call_id] = future
+        self._tool_of[call.call_id] = call.tool_id
         while len(self._calls) > self._dedupe_window:
-            _, oldest = next(iter(self._calls.items()))
+            oldest_id, oldest = next(iter(self._calls.items()))
             if not oldest.done():
                 break  # never forget a call that is still running
             self._calls.popitem(last=False)
+            del self._tool_of[oldest_id]
 
     async def _run_after(
         self,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import string
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -278,11 +278,16 @@ class LocalBrain:
                 return Say("Usage: /slow MS TEXT")
         return Say(f"You said: {text}")
 
-    def _call_tools(self, calls: Iterable[tuple[str, str]]) -> CallTools:
+    def _call_tools(
+        self, calls: Iterable[tuple[str, str]], ids: Sequence[str | None] = ()
+    ) -> CallTools:
+        """``ids``: a scenario's own call ids, by position (None: numbered here)."""
         batch = []
-        for name, arguments in calls:
+        for i, (name, arguments) in enumerate(calls):
             self._calls_made += 1
-            batch.append(ToolCall(f"{self._call_prefix}{self._calls_made}", name, arguments))
+            given = ids[i] if i < len(ids) else None
+            call_id = given or f"{self._call_prefix}{self._calls_made}"
+            batch.append(ToolCall(call_id, name, arguments))
         self._open_batch, self._batch_results = tuple(batch), {}
         return CallTools(self._open_batch)
 
@@ -312,9 +317,10 @@ class LocalBrain:
         if step.say is not None:
             return Say(step.say, delay_ms=step.delay_ms)
         confirmations = {p.name: p.confirmation_id for p in self._pending}
-        return self._call_tools(
+        calls = [
             (call.name, merge_confirmation_id(call.arguments, confirmations[call.name]))
             if call.with_confirmation and call.name in confirmations
             else (call.name, call.arguments)
             for call in step.calls
-        )
+        ]
+        return self._call_tools(calls, [call.call_id for call in step.calls])

@@ -8,7 +8,7 @@ replies. The format (documented with an example in ``README.md``)::
                           | {"tool_results": ["NAME", ...]},
                 "reply": {"say": "...", "delay_ms": 0}
                        | {"tools": [{"name": "...", "arguments": {...},
-                                     "with_confirmation": false}]}}]}
+                                     "with_confirmation": false, "call_id": "..."}]}}]}
 
 Loading validates everything up front and raises ``ScenarioError`` naming the faulty field, so a
 broken script fails when it is loaded, not in the middle of a test.
@@ -99,6 +99,8 @@ class ScriptedCall:
     arguments: str  # compact JSON text of the step's ``arguments`` object
     # Add the ``confirmation_id`` of the last CONFIRMATION_REQUIRED result for this tool.
     with_confirmation: bool = False
+    # The call's id as given (tests of an upstream that reuses ids); None: the model numbers it.
+    call_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,4 +234,7 @@ def _call(item: Any, where: str) -> ScriptedCall:
     with_confirmation = call.get("with_confirmation", False)
     if not isinstance(with_confirmation, bool):
         raise ScenarioError(f"{where}.with_confirmation: expected a boolean")
-    return ScriptedCall(name, orjson.dumps(arguments).decode(), with_confirmation)
+    call_id = call.get("call_id")
+    if call_id is not None and (not isinstance(call_id, str) or not call_id):
+        raise ScenarioError(f"{where}.call_id: expected a non-empty string")
+    return ScriptedCall(name, orjson.dumps(arguments).decode(), with_confirmation, call_id)

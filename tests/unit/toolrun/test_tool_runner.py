@@ -169,6 +169,34 @@ async def test_duplicate_call_id_executes_once(runner: ToolRunner, tmp_path: Pat
     assert first.envelope == second.envelope == third.envelope
 
 
+async def test_an_id_reused_for_another_tool_is_refused_not_shared(
+    runner: ToolRunner, tmp_path: Path, audit: MemoryAuditSink
+) -> None:
+    """A duplicate delivery shares the first call's result; the same id for a call of another
+    tool is no duplicate: it is refused at once (even while the first still runs), runs
+    nothing, and is not taken for a duplicate of the first afterwards."""
+    slow = asyncio.ensure_future(runner.run(ToolCall("same", "sleepy", {"ms": 300}), CALLER))
+    await asyncio.sleep(0)  # the sleepy call is registered under "same"
+    assert runner.seen(ToolCall("same", "sleepy", {}))
+    assert not slow.done()
+    assert not runner.seen(ToolCall("same", "echo", {}))
+    other = await runner.run(ToolCall("same", "echo", {"text": "a"}), CALLER)
+    assert not slow.done()  # refused without waiting for the first
+    assert not other.ok
+    assert other.error_type == "VALIDATION"
+    assert other.reused_id
+    assert other.envelope["meta"]["toolId"] == "echo"
+    assert "another tool" in other.envelope["error"]["message"]
+    assert _runs(tmp_path, "echo") == []
+    assert audit.records[-1].reason == "call_id_reused"
+    first = await slow
+    assert first.ok
+    assert not first.reused_id
+    again = await runner.run(ToolCall("same", "sleepy", {"ms": 300}), CALLER)
+    assert again.duplicate
+    assert again.envelope == first.envelope
+
+
 async def test_cache_serves_idempotent_results_until_ttl(
     runner_registry: Registry, tmp_path: Path, audit: MemoryAuditSink
 ) -> None:
