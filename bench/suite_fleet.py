@@ -115,7 +115,9 @@ class Fleet:
                 continue
             source = baseline if key == "gateway_base" else None
             if key == "gateway_base" and source is None:
-                raise ValueError("the gateway_base row needs --baseline REV")
+                raise ValueError(
+                    "the gateway_base rows (gateway_base, gateway_base_16k) need --baseline REV"
+                )
             env = gateway_env_openai(fake_url)
             if source is not None:
                 env["GATEWAY_REGISTRY"] = str(source / "build" / "tool_registry.json")

@@ -204,6 +204,19 @@ SPECS: dict[str, TargetSpec] = {
             ),
         ),
         TargetSpec(
+            "gateway_base_16k",
+            "gateway",
+            "gateway_base",
+            "gateway_16k at the baseline commit (--baseline REV): a change to the resampler "
+            "measured against the code before, in the same run",
+            match="bytes",
+            input_rate=16000,
+            compression=(
+                ("client → gateway", _OFF),
+                ("gateway → fake", "off (the openai SDK's default)"),
+            ),
+        ),
+        TargetSpec(
             "gateway_traced",
             "gateway",
             "gateway_traced",
@@ -250,7 +263,9 @@ SPECS: dict[str, TargetSpec] = {
 ALL_TARGETS: tuple[str, ...] = tuple(SPECS)
 # Rows not run by default: ``gateway_base`` needs ``--baseline REV``; the Redis rows belong to
 # ``scripts/bench scale``; ``gateway_traced`` is asked for beside ``gateway`` (tracing's cost).
-OPTIONAL_TARGETS = frozenset({"gateway_base", "gateway_redis", "gateway_w2", "gateway_traced"})
+OPTIONAL_TARGETS = frozenset(
+    {"gateway_base", "gateway_base_16k", "gateway_redis", "gateway_w2", "gateway_traced"}
+)
 # The gateway rows that share sessions through Redis, and their worker processes.
 REDIS_TARGETS = {"gateway_redis": 1, "gateway_w2": 2}
 DEFAULT_TARGETS: tuple[str, ...] = tuple(t for t in SPECS if t not in OPTIONAL_TARGETS)

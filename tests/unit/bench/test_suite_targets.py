@@ -44,7 +44,13 @@ def test_every_row_of_the_issue_is_a_target_and_direct_comes_first() -> None:
     assert all(SPECS[t].compression for t in ALL_TARGETS)  # every hop is accounted for
     # Optional rows: the baseline (--baseline REV) and those of scripts/bench scale (on Redis).
     assert set(ALL_TARGETS) - set(DEFAULT_TARGETS) == OPTIONAL_TARGETS
-    assert {"gateway_base", "gateway_redis", "gateway_w2", "gateway_traced"} == OPTIONAL_TARGETS
+    assert {
+        "gateway_base",
+        "gateway_base_16k",
+        "gateway_redis",
+        "gateway_w2",
+        "gateway_traced",
+    } == OPTIONAL_TARGETS
     assert set(REDIS_TARGETS) == {"gateway_redis", "gateway_w2"}
 
 
