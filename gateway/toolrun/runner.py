@@ -11,7 +11,6 @@ The registry, the result cache and the audit sink are shared.
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -31,6 +30,7 @@ from gateway.toolrun.arguments import (
 )
 from gateway.toolrun.audit import AuditDecision, AuditRecord, AuditSink
 from gateway.toolrun.cache import ResultCache
+from gateway.toolrun.call_memory import CallMemory
 from gateway.toolrun.limits import DEFAULT_BUDGETS, Mode, ModeBudget
 from gateway.toolrun.outcome import Caller, CallOutcome, ToolCall
 from gateway.toolrun.projection import project
@@ -78,10 +78,8 @@ class ToolRunner:
         self._budgets = budgets
         self._observer = observer
         self._tracing = tracing
-        self._dedupe_window = dedupe_window
-        # call id → the future of its outcome; finished ones kept (bounded) to answer duplicates.
-        self._calls: OrderedDict[str, asyncio.Future[CallOutcome]] = OrderedDict()
-        self._tool_of: dict[str, str] = {}  # the tool of each call id in ``_calls``
+        # Each call id's outcome and tool; finished ones kept (bounded) to answer duplicates.
+        self._calls = CallMemory(dedupe_window)
         # call id → the task running its handler (the batch's, or the call's own in a batch)
         self._running: dict[str, asyncio.Task[Any]] = {}
         # Calls of a batch that have not started yet (waiting for a call they depend on).
@@ -102,14 +100,14 @@ class ToolRunner:
     ) -> CallOutcome:
         """Execute one call; a duplicate delivery of a call id waits for and shares the first.
         The same id for another tool is no duplicate: it is refused, and nothing runs."""
-        earlier = self._calls.get(call.call_id)
+        earlier = self._calls.future(call.call_id)
         if earlier is not None:
-            if self._tool_of.get(call.call_id) != call.tool_id:
+            if self._calls.tool_of(call.call_id) != call.tool_id:
                 return self.refuse_reused_id(call, caller)
             first = await asyncio.shield(earlier)
             return replace(first, duplicate=True)
         future: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
-        self._remember(call, future)
+        self._calls.remember(call, future)
         span = None if self._tracing is None else start_call_span(self._tracing, call, caller)
         try:
             outcome = await self._run_once(call, caller, decision, span)
@@ -187,10 +185,7 @@ class ToolRunner:
             if reason is not None:  # a budget's or a rule's name: words safe for logs
                 span.set_attribute("gateway.tool.block_reason", reason)
             end_call_span(span, outcome)
-        if call.call_id not in self._calls:
-            done: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
-            done.set_result(outcome)
-            self._remember(call, done)
+        self._calls.remember_outcome(outcome)
         return outcome
 
     def from_ledger(
@@ -212,22 +207,16 @@ class ToolRunner:
         duration = meta.get("durationMs", 0.0) if isinstance(meta, Mapping) else 0.0
         duration_ms = float(duration) if isinstance(duration, int | float) else 0.0
         outcome = self._finish(call, caller, response, None, duration_ms, decision)
-        if call.call_id not in self._calls:
-            done: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
-            done.set_result(outcome)
-            self._remember(call, done)
+        self._calls.remember_outcome(outcome)
         return outcome
 
     def forget(self, call_id: str) -> None:
         """Let a call id run again: a confirmation approved by the client runs the original call."""
-        future = self._calls.get(call_id)
-        if future is not None and future.done():
-            del self._calls[call_id]
-            del self._tool_of[call_id]
+        self._calls.forget(call_id)
 
     def seen(self, call: ToolCall) -> bool:
         """Its id was run or answered for this same tool: a duplicate delivery."""
-        return self._tool_of.get(call.call_id) == call.tool_id
+        return self._calls.tool_of(call.call_id) == call.tool_id
 
     def cancel(self, call_id: str) -> bool:
         """Cancel a call (barge-in, provider cancellation): a running one now, a queued one
@@ -247,16 +236,6 @@ class ToolRunner:
             self.cancel(call_id)
 
     # -- internals -------------------------------------------------------------------------
-
-    def _remember(self, call: ToolCall, future: asyncio.Future[CallOutcome]) -> None:
-        self._calls[call.call_id] = future
-        self._tool_of[call.call_id] = call.tool_id
-        while len(self._calls) > self._dedupe_window:
-            oldest_id, oldest = next(iter(self._calls.items()))
-            if not oldest.done():
-                break  # never forget a call that is still running
-            self._calls.popitem(last=False)
-            del self._tool_of[oldest_id]
 
     async def _run_after(
         self,
