@@ -32,6 +32,7 @@ without an event loop. Theory of operation:
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -43,8 +44,19 @@ from fakes.openai_realtime.config import (
     merge_session_update,
     parse_response_overrides,
 )
-from fakes.openai_realtime.conversation import Conversation, Entry, parse_client_item
+from fakes.openai_realtime.conversation import Conversation
 from fakes.openai_realtime.dispatch import is_dispatch_audio
+from fakes.openai_realtime.item_events import (
+    ItemEdit,
+    audio_committed,
+    input_items,
+    item_created,
+    item_deleted,
+    item_retrieved,
+    item_truncated,
+    output_audio_clear_refused,
+    response_settings,
+)
 from fakes.openai_realtime.response import (
     CallsPlan,
     ResponseRun,
@@ -70,7 +82,7 @@ from fakes.openai_realtime.wire import (
     missing_parameter,
 )
 from gateway.realtime_compat.client_wire import CLIENT_EVENT_TYPES
-from transports.local.brain import FAIL_MESSAGE, Fail, LocalBrain, ToolCall, utterance_transcript
+from transports.local.brain import FAIL_MESSAGE, Fail, LocalBrain, ToolCall
 
 __all__ = ["CLIENT_EVENT_TYPES", "FakeOptions", "FakeSession", "expiry_message"]
 
@@ -152,15 +164,20 @@ class FakeSession:
             "input_audio_buffer.append": self._append,
             "input_audio_buffer.commit": self._commit,
             "input_audio_buffer.clear": self._clear,
-            "conversation.item.create": self._item_create,
-            "conversation.item.truncate": self._truncate,
-            "conversation.item.delete": self._delete,
-            "conversation.item.retrieve": self._retrieve,
+            "conversation.item.create": lambda raw: item_created(
+                raw, self.conversation, self.input_format, self.event
+            ),
+            "conversation.item.truncate": self._on_items(item_truncated),
+            "conversation.item.delete": self._on_items(item_deleted),
+            "conversation.item.retrieve": self._on_items(item_retrieved),
             "response.create": self._response_create,
             "response.cancel": self._response_cancel,
-            "output_audio_buffer.clear": self._output_audio_clear,
+            "output_audio_buffer.clear": output_audio_clear_refused,
         }
         self._sync_vad()
+
+    def _on_items(self, edit: ItemEdit) -> Callable[[dict[str, Any]], list[Action]]:
+        return lambda raw: edit(raw, self.conversation, self.event)
 
     # State seen by tests ----------------------------------------------------------------------
 
@@ -323,8 +340,7 @@ class FakeSession:
         return actions
 
     def _turn_detection(self) -> dict[str, Any]:
-        turn_detection: dict[str, Any] = self.config["audio"]["input"]["turn_detection"] or {}
-        return turn_detection
+        return self.config["audio"]["input"]["turn_detection"] or {}
 
     def _speech_started(self, audio_start_ms: int) -> list[Action]:
         item_id = self.conversation.new_item_id()
@@ -339,43 +355,10 @@ class FakeSession:
         return actions
 
     def _commit_audio(self, item_id: str, duration_ms: int, audio: bytes) -> list[Action]:
-        """``committed``, the user item, and its transcription when that is on."""
-        if self.conversation.get(item_id) is not None:  # the client took that id meanwhile
-            item_id = self.conversation.new_item_id()
-        part: dict[str, Any] = {"type": "input_audio", "transcript": None}
-        item = {
-            "id": item_id,
-            "object": "realtime.item",
-            "type": "message",
-            "status": "completed",
-            "role": "user",
-            "content": [part],
-        }
-        entry = Entry(item, audio=bytearray(audio), utterance_ms=duration_ms)
-        previous = self.conversation.insert(entry)
-        events = [
-            self.event("input_audio_buffer.committed", previous_item_id=previous, item_id=item_id),
-            self.event("conversation.item.added", previous_item_id=previous, item=entry.snapshot()),
-            self.event("conversation.item.done", previous_item_id=previous, item=entry.snapshot()),
-        ]
-        if self.config["audio"]["input"].get("transcription") is not None:
-            transcript = utterance_transcript(duration_ms)
-            part["transcript"] = transcript
-            ids = {"item_id": item_id, "content_index": 0}
-            events.append(
-                self.event(
-                    "conversation.item.input_audio_transcription.delta", **ids, delta=transcript
-                )
-            )
-            events.append(
-                self.event(
-                    "conversation.item.input_audio_transcription.completed",
-                    **ids,
-                    transcript=transcript,
-                    usage={"type": "duration", "seconds": round(duration_ms / 1000, 3)},
-                )
-            )
-        return [Send(event) for event in events]
+        transcribe = self.config["audio"]["input"].get("transcription") is not None
+        return audio_committed(
+            self.conversation, self.event, item_id, duration_ms, audio, transcribe=transcribe
+        )
 
     def _commit(self, raw: dict[str, Any]) -> list[Action]:
         committed = self._input.commit()  # never starts a response
@@ -387,13 +370,6 @@ class FakeSession:
         self._input.clear()
         self._speech_item_id = None
         return [Send(self.event("input_audio_buffer.cleared"))]
-
-    def _output_audio_clear(self, raw: dict[str, Any]) -> list[Action]:
-        raise ClientError(
-            "invalid_value",
-            "output_audio_buffer.clear is only supported for WebRTC and SIP sessions.",
-            "type",
-        )
 
     def _echo_delta(self, audio: str) -> list[Action]:
         actions: list[Action] = []
@@ -444,43 +420,6 @@ class FakeSession:
 
     # Conversation -----------------------------------------------------------------------------
 
-    def _item_create(self, raw: dict[str, Any]) -> list[Action]:
-        entry = parse_client_item(raw.get("item"), self.conversation, self.input_format)
-        previous_item_id = raw.get("previous_item_id")
-        if previous_item_id is not None and not isinstance(previous_item_id, str):
-            raise invalid_type("previous_item_id", "a string", previous_item_id)
-        previous = self.conversation.insert(entry, previous_item_id)
-        return [
-            Send(self.event(name, previous_item_id=previous, item=entry.snapshot()))
-            for name in ("conversation.item.added", "conversation.item.done")
-        ]
-
-    def _truncate(self, raw: dict[str, Any]) -> list[Action]:
-        for name in ("item_id", "audio_end_ms"):
-            if raw.get(name) is None:
-                raise missing_parameter(name)
-        content_index = raw.get("content_index", 0)
-        entry = self.conversation.truncate(raw["item_id"], content_index, raw["audio_end_ms"])
-        truncated = self.event(
-            "conversation.item.truncated",
-            item_id=entry.id,
-            content_index=content_index,
-            audio_end_ms=raw["audio_end_ms"],
-        )
-        return [Send(truncated)]
-
-    def _delete(self, raw: dict[str, Any]) -> list[Action]:
-        if raw.get("item_id") is None:
-            raise missing_parameter("item_id")
-        entry = self.conversation.delete(raw["item_id"])
-        return [Send(self.event("conversation.item.deleted", item_id=entry.id))]
-
-    def _retrieve(self, raw: dict[str, Any]) -> list[Action]:
-        if raw.get("item_id") is None:
-            raise missing_parameter("item_id")
-        entry = self.conversation.require(raw["item_id"])
-        return [Send(self.event("conversation.item.retrieved", item=entry.with_audio()))]
-
     # Responses --------------------------------------------------------------------------------
 
     def _response_create(self, raw: dict[str, Any]) -> list[Action]:
@@ -514,7 +453,7 @@ class FakeSession:
 
     def _start_response(self, overrides: ResponseOverrides) -> list[Action]:
         if overrides.input is not None:
-            new = self._input_items(overrides.input)
+            new = input_items(overrides.input, self.conversation, self.input_format)
         else:
             new = self.conversation.since(self._answered_seq)
         if overrides.out_of_band and not new and overrides.instructions:
@@ -546,39 +485,12 @@ class FakeSession:
         self._active = run
         return [Send(run.created()), Begin(run.response_id)]
 
+    def _settings(self, overrides: ResponseOverrides) -> ResponseSettings:
+        return response_settings(self.config, self.conversation, self.conversation_id, overrides)
+
     def _on_wire(self, call: ToolCall) -> ToolCall:
         """The brain's call under a server-wide id: the brain numbers its calls from
         ``call_1`` in every session, and OpenAI's call ids never repeat."""
         wire_id = self.ids.next("call")
         self._brain_call_ids[wire_id] = call.call_id
         return replace(call, call_id=wire_id)
-
-    def _settings(self, overrides: ResponseOverrides) -> ResponseSettings:
-        config = self.config
-        output = config["audio"]["output"]
-        text_chars = len(config.get("instructions") or "")  # about 4 characters a token
-        audio_tokens = 0
-        for entry in self.conversation:
-            text_chars += len(str(entry.item.get("content") or entry.item.get("output") or ""))
-            audio_tokens += (entry.utterance_ms or 0) // 100
-        return ResponseSettings(
-            modality=(overrides.output_modalities or config["output_modalities"])[0],
-            audio_format=copy.deepcopy(overrides.audio_format or output["format"]),
-            voice=copy.deepcopy(overrides.voice or output["voice"]),
-            conversation_id=None if overrides.out_of_band else self.conversation_id,
-            max_output_tokens=overrides.max_output_tokens or config["max_output_tokens"],
-            metadata=overrides.metadata,
-            input_text_tokens=text_chars // 4,
-            input_audio_tokens=audio_tokens,
-        )
-
-    def _input_items(self, raw: list[Any]) -> list[Entry]:
-        """``response.input``: item references and inline items (not added to the conversation)."""
-        entries = []
-        for index, item in enumerate(raw):
-            where = f"response.input[{index}]"
-            if isinstance(item, dict) and item.get("type") == "item_reference":
-                entries.append(self.conversation.require(item.get("id")))
-            else:
-                entries.append(parse_client_item(item, self.conversation, self.input_format, where))
-        return entries
