@@ -350,11 +350,12 @@ class ToolFlow:
         waited: list[Execute] = []
         for execution in executions:
             call = execution.call
-            if call.call_id not in in_background:
+            entry = known.get(call.call_id)
+            # A call under another tool's id is refused at once, never acknowledged.
+            if call.call_id not in in_background or _reuses(entry, call):
                 waited.append(execution)
                 continue
             acknowledged[call.call_id] = self.background.acknowledge(call)
-            entry = known.get(call.call_id)
             if entry is not None:
                 self.background.follow(call, entry)
             else:
@@ -410,7 +411,7 @@ class ToolFlow:
         never run again). A call of another tool under that id gets neither: it is refused."""
         w = self._w
         caller = w.host.caller()
-        if entry.tool_id and entry.tool_id != call.tool_id:  # the id, reused for another tool
+        if _reuses(entry, call):
             return w.runner.refuse_reused_id(call, caller)
         if entry.envelope is None and await w.ownership.store.node_alive(entry.node):
             spec = w.registry.get(call.tool_id)
@@ -486,3 +487,8 @@ class ToolFlow:
                 await w.transport.send_tool_results(results)
             except Exception:
                 _log.exception("tool_batch_answer_failed")
+
+
+def _reuses(entry: LedgerEntry | None, call: ToolCall) -> bool:
+    """The ledger knows the call's id for a call of another tool (an upstream reusing ids)."""
+    return entry is not None and bool(entry.tool_id) and entry.tool_id != call.tool_id
