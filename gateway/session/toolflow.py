@@ -25,6 +25,7 @@ from gateway.session.background import BackgroundCalls, ModelTurns
 from gateway.session.client_tool_calls import ClientToolCalls
 from gateway.session.client_tools import ClientToolBook
 from gateway.session.holding import HoldingCues, TonePlayer
+from gateway.session.ledger_outcomes import outcome_from_ledger, reuses_id
 from gateway.session.tool_events import ToolWiring, tool_finished_event, tool_started_event
 from gateway.store import Fenced, LedgerEntry
 from gateway.toolrun import AuditDecision, CallOutcome, ToolCall
@@ -352,7 +353,7 @@ class ToolFlow:
             call = execution.call
             entry = known.get(call.call_id)
             # A call under another tool's id is refused at once, never acknowledged.
-            if call.call_id not in in_background or _reuses(entry, call):
+            if call.call_id not in in_background or reuses_id(entry, call):
                 waited.append(execution)
                 continue
             acknowledged[call.call_id] = self.background.acknowledge(call)
@@ -406,30 +407,9 @@ class ToolFlow:
         return acknowledged
 
     async def result_from_ledger(self, call: ToolCall, entry: LedgerEntry) -> CallOutcome:
-        """The outcome of a call started before (on this node or another): its result once it
-        finishes; if its node stopped first, a failure whose side effects are unknown (it is
-        never run again). A call of another tool under that id gets neither: it is refused."""
-        w = self._w
-        caller = w.host.caller()
-        if _reuses(entry, call):
-            return w.runner.refuse_reused_id(call, caller)
-        if entry.envelope is None and await w.ownership.store.node_alive(entry.node):
-            spec = w.registry.get(call.tool_id)
-            deadline = (w.runner.hard_timeout_ms(spec, caller.mode) / 1000 if spec else 5.0) + 5.0
-            finished = await w.ownership.wait_finished(call.call_id, deadline)
-            if finished is not None:
-                entry = finished
-        if entry.envelope is not None:
-            return w.runner.from_ledger(call, caller, entry.envelope)
-        lost = ToolResponse.failure(
-            ToolErrorType.INTERNAL,
-            "the gateway node running this call stopped before it finished; it may or may not "
-            "have had its effect: check before calling it again",
-            partial_side_effects=None,
-        )
-        envelope = lost.to_envelope({"toolId": call.tool_id, "callId": call.call_id})
-        await w.ownership.finish_calls([(call.call_id, envelope)])
-        return w.runner.from_ledger(call, caller, envelope, AuditDecision.LOST)
+        """A call started before (``ledger_outcomes``): its result, its node's failure, or
+        the refusal of an id reused for another tool."""
+        return await outcome_from_ledger(self._w, call, entry)
 
     def _decide(self, call: ToolCall, policy: CallPolicy, now: datetime) -> Execute | Refuse:
         conversation = self._w.conversation
@@ -487,8 +467,3 @@ class ToolFlow:
                 await w.transport.send_tool_results(results)
             except Exception:
                 _log.exception("tool_batch_answer_failed")
-
-
-def _reuses(entry: LedgerEntry | None, call: ToolCall) -> bool:
-    """The ledger knows the call's id for a call of another tool (an upstream reusing ids)."""
-    return entry is not None and bool(entry.tool_id) and entry.tool_id != call.tool_id
