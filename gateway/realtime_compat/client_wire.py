@@ -24,10 +24,9 @@ of one append is the socket's frame limit, not checked here.
 
 from __future__ import annotations
 
-import binascii
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeAlias
+from typing import Any, ClassVar, TypeAlias, cast
 
 import orjson
 
@@ -275,7 +274,7 @@ def append_audio(frame: str | bytes) -> tuple[bytes, str] | None:
     ``input_audio_buffer.append`` with audio → ``(pcm, base64 as sent)``, without building the
     event; None for any other frame, which ``decode_client_event`` then decodes or refuses.
     It accepts only what that decodes to an ``InputAudioAppend`` with the same audio (a test
-    holds the two to it): the same parse, the same strict base64, whole samples."""
+    holds the two to it): the same parse and the same ``decode_audio``."""
     try:
         raw = orjson.loads(frame)
     except orjson.JSONDecodeError:
@@ -283,15 +282,11 @@ def append_audio(frame: str | bytes) -> tuple[bytes, str] | None:
     if type(raw) is not dict or raw.get("type") != InputAudioAppend.TYPE:
         return None
     encoded = raw.get("audio")
-    if type(encoded) is not str:
-        return None
     try:
-        pcm = binascii.a2b_base64(encoded, strict_mode=True)
-    except (binascii.Error, ValueError):
+        pcm = decode_audio(encoded, "audio")
+    except CompatError:
         return None
-    if not pcm or len(pcm) & 1:
-        return None
-    return pcm, encoded
+    return (pcm, cast(str, encoded)) if pcm else None  # decode_audio took only a string
 
 
 def _session_update(raw: dict[str, Any], event_id: str | None) -> SessionUpdate:
