@@ -1,6 +1,7 @@
 """``python -m soak [--minutes N] [--sessions N] [--fault-rate R] …``: one soak run; the report
-goes to ``build/soak/report.{json,md}``, the plots to ``docs/soak/``. Exit status 1 on any
-invariant violation, 2 when the fleet could not be set up."""
+and the plots go to ``build/soak/`` (``--out``); ``--docs-plots`` writes the plots into
+``docs/soak/`` instead, to refresh the documentation's pictures. Exit status 1 on any invariant
+violation, 2 when the fleet could not be set up."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from soak.config import SoakConfig
+from soak.config import DOCS_PLOTS, SoakConfig
 from soak.runner import run_soak
 
 
@@ -35,10 +36,24 @@ def parse(argv: Sequence[str] | None) -> SoakConfig:
         help="SIGTERM one node this often, alternating (0: never)",
     )
     parser.add_argument("--no-redis-restart", action="store_true")
-    parser.add_argument("--seed", type=int, default=defaults.seed)
-    parser.add_argument("--out", type=Path, default=defaults.out)
     parser.add_argument(
-        "--plots", default=str(defaults.plots), help="folder for the plots, or 'none'"
+        "--seed",
+        type=int,
+        default=defaults.seed,
+        help="fixes the schedule: which fault at which second, aimed at which session slot",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=defaults.out, help="folder for the report and the logs"
+    )
+    plots = parser.add_mutually_exclusive_group()
+    plots.add_argument(
+        "--plots", metavar="DIR", help="folder for the plots, or 'none' (default: --out's)"
+    )
+    plots.add_argument(
+        "--docs-plots",
+        action="store_true",
+        help="write the plots into docs/soak/, refreshing the documentation's pictures "
+        "(tracked files)",
     )
     parser.add_argument("--sample-every-s", type=float, default=defaults.sample_every_s)
     args = parser.parse_args(argv)
@@ -52,11 +67,19 @@ def parse(argv: Sequence[str] | None) -> SoakConfig:
             redis_restart=not args.no_redis_restart,
             seed=args.seed,
             out=args.out,
-            plots=None if args.plots == "none" else Path(args.plots),
+            plots=_plots_folder(args.plots, args.docs_plots, args.out),
             sample_every_s=args.sample_every_s,
         )
     except ValueError as error:
         parser.error(str(error))
+
+
+def _plots_folder(plots: str | None, docs_plots: bool, out: Path) -> Path | None:
+    if docs_plots:
+        return DOCS_PLOTS
+    if plots is None:
+        return out
+    return None if plots == "none" else Path(plots)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

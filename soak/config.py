@@ -8,7 +8,11 @@ from pathlib import Path
 
 from soak.processes import REPO
 
-__all__ = ["SoakConfig"]
+__all__ = ["DOCS_PLOTS", "SoakConfig"]
+
+# The documentation's pictures: written only when asked (``--docs-plots``), never by default,
+# so that a run does not change tracked files.
+DOCS_PLOTS = REPO / "docs" / "soak"
 
 
 @dataclass(frozen=True)
@@ -21,7 +25,7 @@ class SoakConfig:
     redis_restart: bool = True
     seed: int = 1
     out: Path = REPO / "build" / "soak"
-    plots: Path | None = REPO / "docs" / "soak"
+    plots: Path | None = REPO / "build" / "soak"  # None: no plots
     sample_every_s: float = 5.0
 
     def __post_init__(self) -> None:

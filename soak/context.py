@@ -9,6 +9,7 @@ import random
 from dataclasses import dataclass, field
 
 from soak.records import Clock, FaultEntry, LatencySample, SessionRecord
+from soak.schedule import FaultHit
 
 __all__ = ["SessionContext", "SoakLogs"]
 
@@ -17,6 +18,7 @@ __all__ = ["SessionContext", "SoakLogs"]
 class SoakLogs:
     latencies: list[LatencySample] = field(default_factory=list)
     faults: list[FaultEntry] = field(default_factory=list)
+    hits: list[FaultHit] = field(default_factory=list)  # each planned session fault's outcome
 
     def fault(self, entry: FaultEntry) -> FaultEntry:
         self.faults.append(entry)

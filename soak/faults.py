@@ -1,81 +1,36 @@
-"""The soak's faults: at a rate per minute during the fault phase, a kind drawn at random and
-aimed at a live session that can meet it; and, on a schedule of their own, a rolling restart of
-one node every few minutes (SIGTERM, started again once it exited) and one Redis restart.
+"""The soak's faults, carried out on the schedule planned from the seed (``soak.schedule``):
+session and upstream faults at their planned seconds, each aimed at its planned slot's session
+(or the next one that can meet it); and the fleet's: a rolling restart of one node every few
+minutes (SIGTERM, started again once it exited) and one Redis restart.
 
 Session faults are handed to the session (``SessionContext.pending_fault``), which meets them
 at its next turn and logs them when they happen; upstream faults go to the fakes' control API
-at once, aimed at a session that is in a turn; fleet faults are the fleet's. Every fault is
-logged with its time (``FaultEntry``).
+at once; fleet faults are the fleet's. Every fault is logged with its time (``FaultEntry``), and
+every planned session fault with what became of it (``FaultHit``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 
 from soak.context import SessionContext, SoakLogs
 from soak.fleet import Fleet
 from soak.records import Clock, FaultEntry
+from soak.schedule import (
+    SESSION_KINDS,
+    UPSTREAM_KINDS,
+    Candidate,
+    FaultHit,
+    FaultPlan,
+    PlannedFault,
+    choose_target,
+)
 
-__all__ = ["FaultPlan", "fleet_faults", "plan_fleet_faults", "session_faults"]
+__all__ = ["fleet_faults", "session_faults"]
 
-TEXT_CLIENT = "text"
-# kind → which sessions can meet it ("client": a session on /v1/session, "phone", a provider)
-SESSION_KINDS: dict[str, str] = {
-    "drop_resume": "client",
-    "malformed": "client",
-    "oversized": "client",
-    "oversized_close": "client",
-    "stop_reading": "client",
-    "tool_slow": "client",
-    "tool_hang": "client",
-    "tool_raise": "client",
-    "confirm_late": "client",
-    "confirm_twice": "client",
-    "confirm_expired": "client",
-    "dtmf_twice": "phone",
-}
-UPSTREAM_KINDS: dict[str, str] = {
-    "openai_drop": "openai",
-    "openai_expire": "openai",
-    "gemini_drop": "gemini",
-    "gemini_goaway": "gemini",
-    "gemini_duplicate": "gemini",
-}
 DUPLICATE_WINDOW_S = 15.0
 REDIS_DOWN_S = 2.0
-END_MARGIN_S = 15.0  # no fleet fault this close to the end: it must play out
-
-
-@dataclass(frozen=True)
-class FaultPlan:
-    restarts: tuple[tuple[float, str], ...]  # (when, node)
-    redis_at: float | None
-
-
-def plan_fleet_faults(
-    calm_end: float, end: float, restart_every_s: float, redis: bool
-) -> FaultPlan:
-    """Restarts alternate between the nodes from half an interval into the fault phase; Redis
-    restarts between the first two (or at 60 % of the phase when there is one)."""
-    restarts: list[tuple[float, str]] = []
-    at = calm_end + restart_every_s / 2
-    while restart_every_s > 0 and at < end - END_MARGIN_S:
-        restarts.append((at, "ab"[len(restarts) % 2]))
-        at += restart_every_s
-    redis_at: float | None = None
-    if redis:
-        if len(restarts) >= 2:
-            redis_at = (restarts[0][0] + restarts[1][0]) / 2
-        else:
-            redis_at = calm_end + 0.6 * (end - calm_end)
-            if restarts and abs(redis_at - restarts[0][0]) < 10:
-                redis_at = restarts[0][0] + 10
-        if redis_at > end - END_MARGIN_S:
-            redis_at = None
-    return FaultPlan(tuple(restarts), redis_at)
 
 
 def _fits(ctx: SessionContext, need: str) -> bool:
@@ -90,78 +45,78 @@ def _fits(ctx: SessionContext, need: str) -> bool:
 
 
 async def session_faults(
+    plan: Sequence[PlannedFault],
+    slots: int,
     live: Callable[[], list[SessionContext]],
     fleet: Fleet,
     logs: SoakLogs,
     clock: Clock,
-    rng: random.Random,
-    rate_per_min: float,
-    until: float,
 ) -> None:
-    kinds = [*SESSION_KINDS, *UPSTREAM_KINDS]
-    while rate_per_min > 0:
-        await asyncio.sleep(rng.expovariate(rate_per_min / 60))
-        if clock.now() >= until:
-            return
-        for kind in rng.sample(kinds, len(kinds)):  # the first kind that has a target
-            if await _aim(kind, live(), fleet, logs, clock, rng):
-                break
+    for planned in plan:
+        await asyncio.sleep(max(0.0, planned.at - clock.now()))
+        logs.hits.append(await _aim(planned, slots, live(), fleet, logs, clock))
 
 
 async def _aim(
-    kind: str,
+    planned: PlannedFault,
+    slots: int,
     sessions: list[SessionContext],
     fleet: Fleet,
     logs: SoakLogs,
     clock: Clock,
-    rng: random.Random,
-) -> bool:
+) -> FaultHit:
+    kind = planned.kind
+    need = SESSION_KINDS.get(kind) or UPSTREAM_KINDS[kind]
+    by_slot = {s.record.slot: s for s in sessions if _fits(s, need)}
+    chosen = choose_target(
+        planned, slots, [Candidate(slot, s.in_turn) for slot, s in by_slot.items()]
+    )
+    if chosen is None:
+        return FaultHit(planned, clock.now(), note=f"no live session could meet it ({need})")
+    target = by_slot[chosen.slot]
+    record = target.record
+    hit = FaultHit(planned, clock.now(), record.number, record.slot, record.ordinal)
     if kind in SESSION_KINDS:
-        fitting = [s for s in sessions if _fits(s, SESSION_KINDS[kind])]
-        if not fitting:
-            return False
-        rng.choice(fitting).pending_fault = kind  # logged by the session when it meets it
-        return True
-    fitting = [s for s in sessions if _fits(s, UPSTREAM_KINDS[kind])]
-    busy = [s for s in fitting if s.in_turn] or fitting
-    if not busy:
-        return False
-    target = rng.choice(busy)
-    body = {"kind": kind, "tag": target.record.tag, "seconds": DUPLICATE_WINDOW_S}
+        target.pending_fault = kind  # logged by the session when it meets it
+        return hit
+    body = {"kind": kind, "tag": record.tag, "seconds": DUPLICATE_WINDOW_S}
     try:
         answer = await fleet.control("/fault", body)
     except Exception as error:  # the fakes' process is part of the soak: say what failed
         answer = {"ok": False, "detail": f"control API: {error!r}"}
     now = clock.now()
     if kind != "gemini_duplicate":
-        target.record.own_faults.append(kind)
-        target.record.disturb(now)
-    name = "gemini" if kind == "gemini_duplicate" else f"s{target.record.number}"
-    logs.fault(FaultEntry(now, kind, name, bool(answer.get("ok")), str(answer.get("detail", ""))))
-    return bool(answer.get("ok"))
+        record.own_faults.append(kind)
+        record.disturb(now)
+    name = "gemini" if kind == "gemini_duplicate" else f"s{record.number}"
+    detail = str(answer.get("detail", ""))
+    logs.fault(FaultEntry(now, kind, name, bool(answer.get("ok")), detail))
+    return (
+        hit
+        if answer.get("ok")
+        else FaultHit(
+            planned, hit.at, hit.session, hit.slot, hit.ordinal, f"not carried out: {detail}"
+        )
+    )
 
 
 async def fleet_faults(plan: FaultPlan, fleet: Fleet, logs: SoakLogs, clock: Clock) -> None:
-    events: list[tuple[float, str]] = [(at, f"node:{name}") for at, name in plan.restarts]
-    if plan.redis_at is not None:
-        events.append((plan.redis_at, "redis"))
-    for at, what in sorted(events):
+    for at, kind, target in plan.events():
         await asyncio.sleep(max(0.0, at - clock.now()))
         began = clock.now()
-        if what == "redis":
+        if kind == "redis_restart":
             await fleet.restart_redis(REDIS_DOWN_S)
             logs.fault(
                 FaultEntry(began, "redis_restart", "redis", True, f"down {REDIS_DOWN_S:g} s, empty")
             )
             continue
-        name = what.split(":", 1)[1]
         try:
-            stopped = await fleet.restart_node(name, began)
+            stopped = await fleet.restart_node(target, began)
         except RuntimeError as error:
-            logs.fault(FaultEntry(began, "sigterm_restart", name, False, str(error)))
+            logs.fault(FaultEntry(began, "sigterm_restart", target, False, str(error)))
             continue
         detail = (
             f"exit {stopped.exit_code} {stopped.stop_s:.1f} s after SIGTERM; "
             f"ready again at {clock.now():.1f} s"
         )
-        logs.fault(FaultEntry(began, "sigterm_restart", name, stopped.exit_code == 0, detail))
+        logs.fault(FaultEntry(began, "sigterm_restart", target, stopped.exit_code == 0, detail))

@@ -48,6 +48,13 @@ class NodeDirectory:
         self.nodes = {node.name: node for node in nodes}
         self._rng = rng
 
+    def with_rng(self, rng: random.Random) -> NodeDirectory:
+        """The same nodes (their states shared), picked from another stream: a session's own,
+        so that where it goes does not depend on when other sessions picked."""
+        view = NodeDirectory([], rng)
+        view.nodes = self.nodes
+        return view
+
     def pick(self, avoid: str | None = None) -> Node | None:
         """A node that is up, other than ``avoid`` when there is one."""
         up = [n for n in self.nodes.values() if n.state == "up"]

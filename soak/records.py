@@ -100,6 +100,8 @@ class SessionRecord:
     barge_ins: int = 0
     calls: dict[str, CallSeen] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # what the driver saw go wrong
+    slot: int = 0  # the driver's slot that ran it
+    ordinal: int = 1  # the slot's n-th session (with the slot, fixed by the seed: its kind)
 
     def disturb(self, at: float) -> None:
         self.disturbed.append(at)

@@ -102,6 +102,7 @@ def markdown(report: dict[str, Any]) -> str:
         ["kind", "injected", "not carried out"],
         [[kind, count, failed[kind]] for kind, count in sorted(by_kind.items())],
     )
+    out += _schedule(report.get("schedule"))
     out += ["## Invariant violations", ""]
     out += [f"- **{v['invariant']}**: {v['detail']}" for v in violations] or ["None."]
     out += ["", "## Relay latency (ms): calm phase against the fault phase", ""]
@@ -174,7 +175,7 @@ def markdown(report: dict[str, Any]) -> str:
                 f"{r['rss_growth']:+.1%}",
                 f"{r['fds'][0]} → {r['fds'][1]}",
                 _fds_growth(r),
-                "yes" if r["judged"] else "shown",
+                "yes" if r["judged"] else r.get("note", "shown"),
             ]
             if r["measured"]
             else [r["role"], r["pid"], r["note"], "", "", "", "", ""]
@@ -218,3 +219,43 @@ def markdown(report: dict[str, Any]) -> str:
         [[f["at_s"], f["kind"], f["target"], f["ok"], f["detail"]] for f in report["faults"]],
     )
     return "\n".join(out)
+
+
+def _schedule(schedule: dict[str, Any] | None) -> list[str]:
+    """The schedule planned from the seed, and what became of each fault of it."""
+    if schedule is None:
+        return []
+    faults = schedule["session_faults"]
+    handed = sum(1 for f in faults if f.get("hit") is not None)
+    unaimed = sum(1 for f in faults if f["aimed_at_s"] is None)
+    out = [
+        f"## The schedule (seed {schedule['seed']}, digest {schedule['digest']})",
+        "",
+        f"Planned from the seed before the load began: {len(schedule['fleet'])} fleet faults and "
+        f"{len(faults)} session faults; {handed} of these were handed to a session, "
+        f"{len(faults) - handed - unaimed} found none that could meet them, {unaimed} came "
+        "after the load. A run with the same seed and settings has the same plan (the same "
+        "digest); which of a slot's sessions a fault met depends on the moment (`docs/soak.md`).",
+        "",
+    ]
+    out += _table(
+        ["planned at (s)", "kind", "target", "began at (s)", "ok"],
+        [[f["at_s"], f["kind"], f["target"], f["began_s"], f["ok"]] for f in schedule["fleet"]],
+    )
+    out += _table(
+        ["planned at (s)", "kind", "slot", "aimed at (s)", "given to", "note"],
+        [
+            [
+                f["at_s"],
+                f["kind"],
+                f["slot"],
+                f["aimed_at_s"],
+                None
+                if f.get("hit") is None
+                else f"{f['hit']} (slot {f['hit_slot']}, its session #{f['hit_ordinal']})",
+                f.get("note", ""),
+            ]
+            for f in faults
+        ],
+    )
+    return out

@@ -9,6 +9,9 @@ to what that peak needs and stays there (Python keeps its arenas). So a node's w
 after the most sessions it held, too: from there on, memory that grows is memory that leaks.
 Growth compares the mean of the window's first and last ``edge`` samples, so one sample caught
 between sessions does not decide.
+A window too short to mean anything (under ``JUDGED_MIN_SPAN_S`` or ``JUDGED_MIN_SAMPLES``:
+a burst, a Redis restart or sessions moving weigh more in it than any leak could) is measured
+and shown, but not judged: "not judged (window too short)", never a violation.
 Nodes are judged (< 10 %); the driver, the fakes and Redis are shown (the driver keeps every
 session's record, the Gemini fake every resumption handle: they grow by design). A node's open
 files are judged without its pooled connections (Redis, the chat API: a pool keeps what its
@@ -36,6 +39,10 @@ PEAK_SETTLE_S = 5.0  # the peak's sessions are set up
 # ups and downs of a steady load.
 SURGE = 1.6
 SURGE_MIN = 5
+# The shortest window judged: a leak needs time to show, a burst settles within it (the Redis
+# pool closes what a burst opened after GATEWAY_REDIS_IDLE_S, 30 s by default).
+JUDGED_MIN_SPAN_S = 60.0
+JUDGED_MIN_SAMPLES = 10
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -86,10 +93,16 @@ def growth_rows(
         window = [p for p in points if start <= p.at <= load_end]
         row: dict[str, Any] = {"role": role, "pid": pid, "judged": role.startswith(JUDGED_PREFIX)}
         if len(window) < 2 * EDGE_SAMPLES or window[-1].at - window[0].at < min_span_s:
-            row["measured"] = False
-            row["note"] = f"window too short ({why})"
+            row.update(measured=False, judged=False, note=f"not judged (window too short: {why})")
             rows.append(row)
             continue
+        span = window[-1].at - window[0].at
+        if row["judged"] and (span < JUDGED_MIN_SPAN_S or len(window) < JUDGED_MIN_SAMPLES):
+            row.update(
+                judged=False,
+                note=f"not judged (window too short: {span:.0f} s, {len(window)} samples; "
+                f"judged from {JUDGED_MIN_SPAN_S:.0f} s and {JUDGED_MIN_SAMPLES})",
+            )
         edge = max(EDGE_SAMPLES, len(window) // 5)
         first, last = window[:edge], window[-edge:]
         rss = (_mean([p.rss_kb for p in first]), _mean([p.rss_kb for p in last]))

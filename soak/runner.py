@@ -8,10 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 import shutil
 import time
-from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,7 @@ from soak.nodes import NodeDirectory
 from soak.records import Clock
 from soak.report import write_report
 from soak.resources import growth_rows
+from soak.schedule import plan_fleet_faults, plan_session_faults, schedule_report, stream
 
 __all__ = ["run_soak"]
 
@@ -69,9 +68,10 @@ async def run_soak(config: SoakConfig) -> dict[str, Any]:
 
 async def _soak(config: SoakConfig, fleet: Fleet, folder: Path) -> dict[str, Any]:
     clock = Clock()
-    rng = random.Random(config.seed)
     logs = SoakLogs()
-    directory = NodeDirectory([n.node for n in fleet.nodes.values()], rng)
+    # Every choice draws from a stream of the seed's (soak.schedule); sessions pick nodes from
+    # their own, this directory's is never drawn from.
+    directory = NodeDirectory([n.node for n in fleet.nodes.values()], stream(config.seed, "nodes"))
     monitor = Monitor(
         clock,
         fleet.pids,
@@ -82,25 +82,18 @@ async def _soak(config: SoakConfig, fleet: Fleet, folder: Path) -> dict[str, Any
     monitor.sample_now()
     baseline_fds = {s.role: s.fds for s in monitor.samples}
     monitor.start()
-    driver = Driver(directory, clock, rng, logs)
-    plan = faults.plan_fleet_faults(
+    driver = Driver(directory, clock, config.seed, logs)
+    plan = plan_fleet_faults(
         config.calm_end_s, config.duration_s, config.restart_every_s, config.redis_restart
+    )
+    planned = plan_session_faults(
+        config.seed, config.calm_end_s, config.duration_s, config.fault_rate, config.sessions
     )
     load = asyncio.create_task(driver.run(config.sessions, config.ramp_s), name="load")
     fault_tasks = [
         asyncio.create_task(
-            _after(
-                config.calm_end_s,
-                clock,
-                lambda: faults.session_faults(
-                    driver.live_sessions,
-                    fleet,
-                    logs,
-                    clock,
-                    rng,
-                    config.fault_rate,
-                    config.duration_s,
-                ),
+            faults.session_faults(
+                planned, config.sessions, driver.live_sessions, fleet, logs, clock
             ),
             name="session-faults",
         ),
@@ -183,6 +176,7 @@ async def _soak(config: SoakConfig, fleet: Fleet, folder: Path) -> dict[str, Any
         + log_violations
         + cleanup.violations
     )
+    fault_log = [entry.as_dict() for entry in sorted(logs.faults, key=lambda e: e.at)]
     report = {
         "config": {
             "minutes": config.minutes,
@@ -202,7 +196,8 @@ async def _soak(config: SoakConfig, fleet: Fleet, folder: Path) -> dict[str, Any
         },
         "sessions": sessions_summary,
         "tools": tools_summary,
-        "faults": [entry.as_dict() for entry in sorted(logs.faults, key=lambda e: e.at)],
+        "faults": fault_log,
+        "schedule": schedule_report(config.seed, plan, planned, logs.hits, fault_log),
         "latency": latency_rows,
         "latency_samples": [
             [s.kind, s.provider, round(s.sent_at, 2), round(s.ms, 1), s.session]
@@ -239,10 +234,3 @@ def _p99(values: list[float]) -> float | None:
         return None
     ordered = sorted(values)
     return round(ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], 1)
-
-
-async def _after(
-    delay_s: float, clock: Clock, work: Callable[[], Coroutine[Any, Any, None]]
-) -> None:
-    await asyncio.sleep(max(0.0, delay_s - clock.now()))
-    await work()

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 
-from soak.faults import plan_fleet_faults
 from soak.invariants import check_latency, check_sessions, check_tools, percentile
 from soak.logscan import scan_log
 from soak.monitor import ResourceSample
 from soak.procfs import parse_tcp_table
 from soak.records import CallSeen, LatencySample, SessionRecord
 from soak.resources import growth_rows
+from soak.schedule import plan_fleet_faults
 
 
 def record(number: int = 1, kind: str = "text_openai", provider: str = "openai") -> SessionRecord:
