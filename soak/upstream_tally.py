@@ -35,7 +35,9 @@ __all__ = ["RUN_KEY", "TAG", "ConnectionView", "Tally", "answers_results", "tag_
 # Up to the quote (or backslash, bracket, comma) that ends it, however deep the JSON.
 RUN_KEY = re.compile(r"soakrun:[^\s\"\\,}\])]+")
 TAG = re.compile(r"soak-tag:([A-Za-z0-9_-]+)")
-_ANSWER_MARKS = ("Tool results:", "Result of the earlier")
+# The chat transport words a late result "The result of the earlier call …"; the others
+# "Result of the earlier …".
+_ANSWER_MARKS = ("Tool results:", "Result of the earlier", "result of the earlier")
 
 
 def tag_in(text: str) -> str | None:

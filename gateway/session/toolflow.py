@@ -171,9 +171,9 @@ class ToolFlow:
         return any(not task.done() for task in self._tasks)
 
     async def wait_running(self) -> None:
-        """Until the tool work running now has finished (a handed-off session's calls)."""
-        running = [task for task in self._tasks if not task.done()]
-        if running:
+        """Until the tool work running now has finished (a handed-off session's calls), and
+        the work it starts meanwhile (a batch under way starts its background calls)."""
+        while running := [task for task in self._tasks if not task.done()]:
             await asyncio.wait(running)
 
     def adopt_open_calls(self) -> None:

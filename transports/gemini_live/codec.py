@@ -16,6 +16,9 @@ in ``events``). No I/O, no clock.
 - ``interrupted`` is a barge-in: ``SpeechStarted``, nothing more of that turn is forwarded, and the
   response ends ``interrupted``. A client cancel ends the response at once (Gemini has no cancel
   event): the rest of that turn is dropped when it arrives.
+- A ``clientContent`` cuts the server's turn in progress and cancels the BLOCKING calls it waits
+  for: what the gateway adds on its own (late results, context) waits until the turn is over
+  (``turn_gate``).
 - Continuity: the last resumable handle is kept. ``connection_lost`` ends the response in flight
   and orphans the pending calls; ``resume`` returns what a new connection needs (the history as
   context when the session could not be resumed, a user text the model had not answered yet:
@@ -41,6 +44,7 @@ from transports.gemini_live.renewal import (
     question_again,
     result_text,
 )
+from transports.gemini_live.turn_gate import TurnGate
 from transports.gemini_live.usage import add_usage
 
 __all__ = ["GeminiCodec"]
@@ -85,8 +89,7 @@ class GeminiCodec:
         self._question_called_tools = False
         self._queued: list[str] = []  # frames that wait for the next connection
         self._offline_texts: list[str] = []  # typed while offline, in _queued
-        self._deferred: list[str] = []  # turns that wait until the model stops talking
-        self._own_interrupts = 0  # clientContent turns we sent that cut a generation
+        self._gate = TurnGate()  # our own turns and context wait for the server's turn to end
         self._handle_stale = False  # a turn ran since the last resumable handle
         self.calls = CallBook(config.tools)
         self._sessions = 0  # Gemini sessions begun (connections that did not resume one)
@@ -108,6 +111,16 @@ class GeminiCodec:
             and not self._handle_stale
         )
 
+    @property
+    def _busy(self) -> bool:
+        """The server is in a turn: a clientContent now would cut it (and cancel its calls)."""
+        return (
+            self._active is not None
+            or self._dropping
+            or bool(self.calls.pending)
+            or self._gate.reply_due
+        )
+
     def live_config(self, *, resume: bool) -> Any:
         """The ``LiveConnectConfig`` for a new connection (resuming with the handle, or not)."""
         return wire.live_config(
@@ -117,6 +130,8 @@ class GeminiCodec:
             handle=self.handle if resume else None,
             voice=self.config.voice,
             language=self.config.locale,
+            manual_turns=self.config.turn_detection.manual,
+            tool_choice=self.config.tool_choice,
         )
 
     # -- server → session ----------------------------------------------------------------------
@@ -206,9 +221,7 @@ class GeminiCodec:
                 r.transcript.append(str(said["text"]))
                 out.append(ev.TranscriptDelta("assistant", str(said["text"]), r.response_id))
         if content.get("interrupted"):
-            if self._own_interrupts:
-                self._own_interrupts -= 1  # our own text cut the generation: not user speech
-            else:
+            if not self._gate.interrupted():  # else our own text cut it: not user speech
                 out.append(ev.SpeechStarted())
             if self._active is not None:
                 self._active.interrupted = True
@@ -217,10 +230,11 @@ class GeminiCodec:
 
     def _turn_complete(self, out: list[ev.UpstreamEvent]) -> None:
         self._dropping = False
-        self._own_interrupts = 0
+        self._gate.turn_complete()
         self._user_said(out)  # transcription may arrive after the reply started
         r, self._active = self._active, None
-        self._send_deferred()
+        if self.connected and not self._busy:
+            self.outbox.extend(self._gate.ready())
         if r is None or r.closed:
             return
         status: ev.ResponseStatus = "interrupted" if r.interrupted else "completed"
@@ -244,6 +258,7 @@ class GeminiCodec:
         if not calls:
             return
         self._dropping = False
+        self._gate.reply_due = True  # the turn goes on (after the results) until turnComplete
         self._question_called_tools = self._unanswered_text is not None
         self._user_said(out)  # the policy checks the user's words before any call runs
         r = self._active
@@ -297,26 +312,24 @@ class GeminiCodec:
     def user_text(self, text: str) -> None:
         # clientContent interrupts the turn in progress on the server (a reply, or one held by
         # pending tool calls): the `interrupted` that follows is ours, not the user speaking.
-        busy = self._active is not None or bool(self.calls.pending) or self._dropping
+        busy = self._busy
         self._cancel_active()
-        if busy and self.connected:
-            self._own_interrupts += 1
         if not self.connected:  # into the history once it is sent (resume)
             self._offline_texts.append(text)
             self._queued.append(wire.text_turn(text))
             return
         self.history.append(("user", text))
-        if self.connected:
-            self._unanswered_text = text
-            self._answered_results.clear()
-            self._question_called_tools = False
-            self.outbox.append(wire.text_turn(text))
-        else:
-            self._queued.append(wire.text_turn(text))
+        self._unanswered_text = text
+        self._answered_results.clear()
+        self._question_called_tools = False
+        self.outbox.extend(self._gate.context_before_user())
+        self._gate.sent(cuts=busy)
+        self.outbox.append(wire.text_turn(text))
 
     def context(self, text: str) -> None:
+        """Context the model does not answer (it waits like ``_turn``)."""
         self.history.append(("user", text))
-        self._send(wire.text_turn(text, turn_complete=False), keep=True)
+        self._own(wire.text_turn(text, turn_complete=False))
 
     def tool_results(self, results: Sequence[ToolResult]) -> None:
         answers: list[tuple[str, str, Mapping[str, Any]]] = []
@@ -348,6 +361,7 @@ class GeminiCodec:
             self.history.append(("user", f"result of {result.call_id}: {summary}"))
         if answers:
             self._send(wire.tool_response(answers))
+            self._gate.reply_due = True  # the turn the calls held goes on
         if orphaned:
             # One turn for the batch, once the model is not talking.
             self._turn(ORPHANS_PREFIX + "; ".join(orphaned))
@@ -373,20 +387,17 @@ class GeminiCodec:
         )
 
     def _turn(self, text: str) -> None:
-        """A turn the model must answer that is not the user talking: it waits until the model
-        has stopped (a clientContent cuts any generation), or for the next connection."""
+        """A turn the model must answer that is not the user talking: it waits until the
+        server's turn in progress is over (a clientContent would cut it, and cancel the calls
+        it waits for), or for the next connection."""
         self.history.append(("user", text))
-        frame = wire.text_turn(text)
+        self._own(wire.text_turn(text))
+
+    def _own(self, frame: str) -> None:
         if not self.connected:
             self._queued.append(frame)
-        elif self._active is not None or self._dropping:
-            self._deferred.append(frame)
         else:
-            self.outbox.append(frame)
-
-    def _send_deferred(self) -> None:
-        if self._deferred and self.connected:
-            self.outbox.append(self._deferred.pop(0))  # one at a time: each starts a turn
+            self.outbox.extend(self._gate.place(frame, busy=self._busy))
 
     def cancel(self) -> None:
         """The client's response.cancel: Gemini has no cancel, so the rest is dropped here."""
@@ -430,7 +441,6 @@ class GeminiCodec:
         self._offline[:0] = self._uplink
         self._uplink.clear()
         self.go_away_s = None
-        self._own_interrupts = 0
         out: list[ev.UpstreamEvent] = []
         self._user_said(out)  # the client saw the deltas: close the user's transcript
         r, self._active = self._active, None
@@ -442,8 +452,7 @@ class GeminiCodec:
             out.append(ev.ResponseDone(r.response_id, "interrupted"))
         if lost_calls := self.calls.orphan_pending():
             self.notes.append(("tool_calls_orphaned", {"calls": lost_calls}))
-        self._queued[:0] = self._deferred
-        self._deferred.clear()
+        self._queued[:0] = self._gate.connection_lost()
         return out
 
     def resume(self, *, resumed: bool) -> list[str]:
@@ -471,14 +480,9 @@ class GeminiCodec:
         for start in range(0, len(audio), step):
             chunk = audio[start : start + step]
             frames.append(wire.audio_input(base64.b64encode(chunk).decode("ascii")))
-        sent_turns = sum(
-            1 for f in frames if f.startswith('{"clientContent"') and f.endswith("true}}")
-        )
-        sent_turns += sum(1 for f in self._queued if f.endswith('"turnComplete":true}}'))
         frames.extend(self._queued)
         self._queued.clear()
         self.history.extend(("user", text) for text in self._offline_texts)
         self._offline_texts.clear()
-        # Turns sent back to back: each one after the first cuts the reply to the one before.
-        self._own_interrupts += max(0, sent_turns - 1)
+        self._gate.sent_back_to_back(frames)
         return frames

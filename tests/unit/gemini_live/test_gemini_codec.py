@@ -173,14 +173,14 @@ class TestRelay:
 
     def test_text_is_a_complete_user_turn_and_context_is_not(self) -> None:
         codec = online("text")
-        codec.user_text("hello")
         codec.context("remember this")
+        codec.user_text("hello")
         frames = sent(codec)
-        assert frames[0]["clientContent"] == {
+        assert frames[0]["clientContent"]["turnComplete"] is False
+        assert frames[1]["clientContent"] == {
             "turns": [{"role": "user", "parts": [{"text": "hello"}]}],
             "turnComplete": True,
         }
-        assert frames[1]["clientContent"]["turnComplete"] is False
 
     def test_push_to_talk_ends_the_audio_stream(self) -> None:
         codec = online()

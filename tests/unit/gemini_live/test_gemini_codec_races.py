@@ -208,6 +208,7 @@ def test_the_orphaned_results_of_one_batch_reach_the_model_as_one_turn() -> None
     # previous one (reference 4.2).
     codec = online("text")
     codec.user_text("weather in Paris and Rome?")
+    codec.outbox.clear()  # sent
     feed(codec, tool_call("fc-1", "fc-2"))
     codec.connection_lost()
     codec.outbox.extend(codec.resume(resumed=True))
