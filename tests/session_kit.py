@@ -22,7 +22,14 @@ from gateway.session import Session, SessionUser
 from gateway.session.ownership import Ownership
 from gateway.store import MemoryStore, SessionRecord, SessionSnapshot
 from gateway.toolrun import DEFAULT_BUDGETS, MemoryAuditSink, ToolRunner
-from transports.base import Capabilities, Mode, ToolResult, UpstreamConfig
+from transports.base import (
+    Capabilities,
+    Mode,
+    ToolChoice,
+    ToolResult,
+    TurnDetection,
+    UpstreamConfig,
+)
 from transports.events import UpstreamEvent
 
 
@@ -63,8 +70,11 @@ class RecordingTransport:
     async def send_audio(self, pcm: bytes) -> None:
         self.calls.append(("send_audio", pcm))
 
-    async def commit_audio(self) -> None:
-        self.calls.append(("commit_audio", None))
+    async def commit_audio(self, *, respond: bool = True) -> None:
+        self.calls.append(("commit_audio", None if respond else "no reply"))
+
+    async def request_response(self) -> None:
+        self.calls.append(("request_response", None))
 
     async def clear_audio(self) -> None:
         self.calls.append(("clear_audio", None))
@@ -89,8 +99,18 @@ class RecordingTransport:
     async def truncate(self, response_id: str, played_ms: int) -> None:
         self.calls.append(("truncate", (response_id, played_ms)))
 
-    async def update(self, *, mode: Mode | None = None, instructions: str | None = None) -> None:
-        self.calls.append(("update", (mode, instructions)))
+    async def update(
+        self,
+        *,
+        mode: Mode | None = None,
+        instructions: str | None = None,
+        turn_detection: TurnDetection | None = None,
+        tool_choice: ToolChoice | None = None,
+    ) -> None:
+        if turn_detection is None and tool_choice is None:
+            self.calls.append(("update", (mode, instructions)))
+        else:
+            self.calls.append(("update", (mode, instructions, turn_detection, tool_choice)))
 
     async def close(self) -> None:
         self.calls.append(("close", None))

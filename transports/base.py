@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from transports.events import AudioDelta, UpstreamEvent
 
@@ -18,13 +18,17 @@ __all__ = [
     "Capabilities",
     "ConversationItem",
     "DirectAudio",
+    "ForcedTool",
     "HoldingLines",
     "ScheduledResults",
+    "ToolChoice",
     "ToolDeclaration",
     "ToolResult",
     "Transport",
     "TransportError",
+    "TurnDetection",
     "UpstreamConfig",
+    "follow_up_choice",
 ]
 
 Mode = Literal["voice", "text"]
@@ -84,6 +88,40 @@ class ConversationItem:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnDetection:
+    """Who ends the user's voice turns.
+
+    Server (the default): the provider's voice activity detection ends each turn and the model
+    answers it by itself; speech cuts a reply. ``settings``: OpenAI Realtime's own
+    ``turn_detection`` object (``type`` ``server_vad`` | ``semantic_vad`` and its tuning),
+    given as is to that provider; the others use their own detector's defaults.
+    Manual (push-to-talk): no detector; only ``commit_audio`` ends a turn, and the model
+    answers when asked (``commit_audio(respond=True)`` or ``request_response``)."""
+
+    manual: bool = False
+    settings: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ForcedTool:
+    """``tool_choice`` naming one tool: the model must call it."""
+
+    name: str
+
+
+# Whether the model may call tools in its reply to a user turn: ``auto`` (it decides),
+# ``none`` (it may not), ``required`` (it must call one), or one tool it must call.
+ToolChoice: TypeAlias = Literal["auto", "none", "required"] | ForcedTool
+
+
+def follow_up_choice(choice: ToolChoice) -> ToolChoice:
+    """The choice for the reply that follows tool results: a call that is forced again would
+    never let the model answer (it would loop), so ``required`` and a forced tool are ``auto``
+    there."""
+    return "none" if choice == "none" else "auto"
+
+
+@dataclass(frozen=True, slots=True)
 class UpstreamConfig:
     mode: Mode
     instructions: str
@@ -99,6 +137,8 @@ class UpstreamConfig:
     locale: str | None = None
     session_id: str = ""
     history: Sequence[ConversationItem] = field(default_factory=tuple)
+    turn_detection: TurnDetection = TurnDetection()
+    tool_choice: ToolChoice = "auto"
     # Provider-specific extras (e.g. the chat transport's tool dialect).
     options: Mapping[str, Any] = field(default_factory=dict)
 
@@ -131,8 +171,13 @@ class Transport(Protocol):
         """User audio, PCM16 at ``capabilities.input_rate``."""
         ...
 
-    async def commit_audio(self) -> None:
-        """End of the user's utterance (push-to-talk): the model answers."""
+    async def commit_audio(self, *, respond: bool = True) -> None:
+        """End of the user's utterance (push-to-talk): the model answers, unless ``respond`` is
+        False (the utterance is committed; ``request_response`` asks for the answer)."""
+        ...
+
+    async def request_response(self) -> None:
+        """The model answers now: what the user said (and committed) since its last reply."""
         ...
 
     async def clear_audio(self) -> None: ...
@@ -162,8 +207,15 @@ class Transport(Protocol):
         ...
 
     async def update(
-        self, *, mode: Mode | None = None, instructions: str | None = None
-    ) -> None: ...
+        self,
+        *,
+        mode: Mode | None = None,
+        instructions: str | None = None,
+        turn_detection: TurnDetection | None = None,
+        tool_choice: ToolChoice | None = None,
+    ) -> None:
+        """Change what is given (None: unchanged) from the next input on."""
+        ...
 
     async def close(self) -> None: ...
 

@@ -46,7 +46,8 @@ class ShellCodec(Protocol):
     connected: bool
 
     def audio(self, pcm: bytes) -> None: ...
-    def commit(self) -> None: ...
+    def commit(self, *, respond: bool = True) -> None: ...
+    def request_response(self) -> None: ...
     def clear(self) -> None: ...
     def user_text(self, text: str) -> None: ...
     def context(self, text: str) -> None: ...
@@ -134,8 +135,11 @@ class CodecShell(ABC, Generic[C]):
             if codec.outbox:
                 await self._flush()
 
-    async def commit_audio(self) -> None:
-        await self._do(lambda c: c.commit())
+    async def commit_audio(self, *, respond: bool = True) -> None:
+        await self._do(lambda c: c.commit(respond=respond))
+
+    async def request_response(self) -> None:
+        await self._do(lambda c: c.request_response())
 
     async def clear_audio(self) -> None:
         await self._do(lambda c: c.clear())

@@ -5,9 +5,13 @@ the gateway's mistake in building the history), finds the turn, and picks a ``Fa
 aiohttp shell (``server``) streams it. Theory of operation:
 
 - **Style**: what the request lets the model call tools with. ``native`` (``tools`` given and
-  ``tool_choice`` not ``"none"``): ``Calls``; ``json`` (``response_format`` ``json_object``): a
-  JSON plan text ``{"toolCalls": [...], "reasoning": ...}``; ``inline`` (a system/developer
-  message mentions ``[TOOL_CALL:``): markers written into the text; ``none``: text only.
+  ``tool_choice`` not ``"none"``): ``Calls``, as ``tool_choice`` asks (``required``: every
+  reply calls a function, the first one with ``{}`` unless the user's words call one; a named
+  function: every reply calls that one; the replies to results too, as the API forces them;
+  ``none`` with tools: the user's words are answered, ``You said: <text>``); ``json``
+  (``response_format`` ``json_object``): a JSON plan text ``{"toolCalls": [...], "reasoning":
+  ...}``; ``inline`` (a system/developer message mentions ``[TOOL_CALL:``): markers written
+  into the text; ``none``: text only.
 - **Turn**: the user text is the last ``user`` message not starting with ``[TOOL_RESULT:``; the
   results are the ``tool`` messages and ``[TOOL_RESULT:id:status] message`` user messages after
   both it and the last assistant message; rounds so far = assistant messages after the user text.
@@ -33,7 +37,8 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from fakes.chat.validation import ROLES, message_text, validate
+from fakes.chat.validation import ROLES, function_names, message_text, validate
+from transports.base import ForcedTool, ToolChoice
 from transports.chat.inline import MARKER, InlineCall, InlineMarkerFilter
 from transports.local.brain import (
     FAIL_MESSAGE,
@@ -41,6 +46,7 @@ from transports.local.brain import (
     Fail,
     LocalBrain,
     ResponseError,
+    ToolOffer,
     compact_json,
     merge_confirmation_id,
 )
@@ -268,6 +274,10 @@ def decide(body: Mapping[str, Any], counters: MutableMapping[str, int]) -> FakeR
         chain = _parse_chain(rest) if command == "/chain" else None
         if chain is not None and turn.rounds < chain[0] and style != "none":
             return _in_style(style, turn, [chain[1:]])
+        offer = _offer(body, style)
+        if offer is not None and offer.choice not in ("auto", "none") and offer.names:
+            forced = offer.choice.name if isinstance(offer.choice, ForcedTool) else offer.names[0]
+            return _in_style(style, turn, [(forced, "{}")])
         return Text(turn.results.summary())
     if turn.context is not None:
         return _text_in_style(style, f"Noted: {turn.context}", 0)
@@ -283,7 +293,7 @@ def decide(body: Mapping[str, Any], counters: MutableMapping[str, int]) -> FakeR
         ]
         if again:
             return _in_style(style, turn, again)
-    match LocalBrain().reply_to_text(turn.user_text):
+    match LocalBrain().reply_to_text(turn.user_text, _offer(body, style)):
         case LocalSay(text=text, delay_ms=delay_ms):
             return _text_in_style(style, text, delay_ms)
         case CallTools(calls=calls):
@@ -293,6 +303,23 @@ def decide(body: Mapping[str, Any], counters: MutableMapping[str, int]) -> FakeR
         case Fail():
             return HttpError(500, FAIL_MESSAGE, error_code(500))
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _offer(body: Mapping[str, Any], style: Style) -> ToolOffer | None:
+    """The functions offered and ``tool_choice`` (``none``: a reply calls nothing and answers
+    the user's words; ``required``: it calls one; a named function: that one), which the model
+    follows; None without tools."""
+    if body.get("tool_choice") == "none" and body.get("tools"):
+        return ToolOffer(function_names(body["tools"]), "none")
+    if style != "native":
+        return None
+    choice: ToolChoice = "auto"
+    raw = body.get("tool_choice")
+    if raw == "required":
+        choice = "required"
+    elif isinstance(raw, dict):
+        choice = ForcedTool(raw["function"]["name"])
+    return ToolOffer(function_names(body["tools"]), choice)
 
 
 def _own_directive(

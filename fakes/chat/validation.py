@@ -42,6 +42,15 @@ def validate(body: Mapping[str, Any]) -> str | None:
     return _validate_options(body, messages) or _validate_pairing(messages)
 
 
+def function_names(tools: Any) -> tuple[str, ...]:
+    """The names of a request's function tools, in order (validated ones)."""
+    return tuple(
+        tool["function"]["name"]
+        for tool in tools
+        if isinstance(tool, dict) and isinstance(tool.get("function"), dict)
+    )
+
+
 def _validate_options(body: Mapping[str, Any], messages: list[dict[str, Any]]) -> str | None:
     tools, choice = body.get("tools"), body.get("tool_choice")
     response_format = body.get("response_format")
@@ -58,6 +67,13 @@ def _validate_options(body: Mapping[str, Any], messages: list[dict[str, Any]]) -
         return _ONLY_WITH.format("tool_choice", "tools", "given")
     if isinstance(choice, str) and choice not in ("auto", "none", "required"):
         return _WRONG_VALUE.format("tool_choice", choice, "'none', 'auto', 'required'")
+    if isinstance(choice, dict):
+        function = choice.get("function")
+        name = function.get("name") if isinstance(function, dict) else None
+        if choice.get("type") != "function" or not isinstance(name, str):
+            return _MISSING.format("tool_choice.function.name")
+        if name not in function_names(tools or ()):
+            return f"Invalid value for 'tool_choice': no function named '{name}' in 'tools'."
     if body.get("stream_options") is not None and not body.get("stream"):
         return _ONLY_WITH.format("stream_options", "stream", "true")
     if response_format is not None and kind not in ("text", "json_object", "json_schema"):

@@ -12,7 +12,9 @@ fake-only directives in user text come before the brain:
 - ``/unknown TEXT``: speak TEXT, with a message and fields the reference does not list (what the
   service may add without notice).
 
-Then the brain (``transports.local.brain``): ``Say`` → ``SpeechPlan``; ``CallTools`` →
+Then the brain (``transports.local.brain``), which calls only the functions the setup declared
+(a model cannot call one it was not given: a directive for another one is answered in words,
+and with none declared nothing is called): ``Say`` → ``SpeechPlan``; ``CallTools`` →
 ``CallsPlan``; ``Fail`` → close 1011 "Internal error occurred"; ``ResponseError`` → close 1011
 with its message (Live has no JSON error message).
 
@@ -56,6 +58,7 @@ from transports.local.brain import (
     ResponseError,
     Say,
     ToolCall,
+    ToolOffer,
     ToolResultTuple,
 )
 
@@ -180,16 +183,18 @@ def acknowledgement(names: Sequence[str]) -> str:
     return f"I've started {listed}; I'll tell you when they're done."
 
 
-def decide(given: Input, brain: LocalBrain) -> Plan:
+def decide(given: Input, brain: LocalBrain, functions: Sequence[str] | None = None) -> Plan:
+    """``functions``: the names the setup declared; the model calls no other (None: any)."""
+    offer = None if functions is None else ToolOffer(tuple(functions), only_offered=True)
     if isinstance(given, ResultsInput):
         return decide_late(given.results, brain)
     if isinstance(given, TextInput):
         directive = _directive(given.text)
         if directive is not None:
             return directive
-        return _plan_of(brain.reply_to_text(given.text))
+        return _plan_of(brain.reply_to_text(given.text, offer))
     if isinstance(given, UtteranceInput):
-        return _plan_of(brain.reply_to_utterance(given.duration_ms))
+        return _plan_of(brain.reply_to_utterance(given.duration_ms, offer))
     return SpeechPlan(LISTENING)
 
 

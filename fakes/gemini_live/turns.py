@@ -229,7 +229,7 @@ class TurnEngine:
         audio = memory.input_audio_ms * to_client.AUDIO_TOKENS_PER_S // 1000
         self._prompt_tokens = (to_client.history_text_tokens(memory.history), audio)
         self._response_tokens = 0
-        plan = decide(given, memory.brain)
+        plan = decide(given, memory.brain, self._config().function_names)
         actions: list[Action] = []
         if self._config().resumption and not isinstance(plan, FailPlan):
             actions.append(Send(to_client.resumption_update("", resumable=False)))

@@ -33,6 +33,8 @@ from fakes.openai_realtime.wire import (
     missing_parameter,
     unknown_parameter,
 )
+from transports.base import ForcedTool, ToolChoice
+from transports.local.brain import ToolOffer
 
 __all__ = [
     "DEFAULT_INSTRUCTIONS",
@@ -41,6 +43,7 @@ __all__ = [
     "default_session",
     "merge_session_update",
     "parse_response_overrides",
+    "tool_offer",
     "validate_audio_format",
     "validate_max_output_tokens",
     "validate_output_modalities",
@@ -385,6 +388,8 @@ class ResponseOverrides:
     metadata: dict[str, Any] | None = None
     input: Any = None  # raw items (``None``: the conversation)
     instructions: str | None = None
+    tools: list[Any] | None = None  # validated
+    tool_choice: Any = None  # validated
 
 
 def _response_audio(audio: Any) -> tuple[dict[str, Any] | None, Any]:
@@ -441,4 +446,21 @@ def parse_response_overrides(params: Any) -> ResponseOverrides:
         metadata=metadata,
         input=params.get("input"),
         instructions=params.get("instructions"),
+        tools=params.get("tools"),
+        tool_choice=params.get("tool_choice"),
     )
+
+
+def tool_offer(session: Mapping[str, Any], overrides: ResponseOverrides) -> ToolOffer:
+    """The function tools one response may call and its ``tool_choice`` (the response's own,
+    else the session's), as the model follows them: a function named by ``tool_choice`` is
+    the one it calls; an MCP choice leaves the functions to the model."""
+    tools = session["tools"] if overrides.tools is None else overrides.tools
+    names = tuple(t["name"] for t in tools if t.get("type", "function") == "function")
+    raw = session["tool_choice"] if overrides.tool_choice is None else overrides.tool_choice
+    choice: ToolChoice = "auto"
+    if isinstance(raw, dict) and raw.get("type") == "function" and isinstance(raw.get("name"), str):
+        choice = ForcedTool(raw["name"])
+    elif raw in ("none", "required"):
+        choice = raw
+    return ToolOffer(names, choice)

@@ -15,12 +15,15 @@ Pure. ``route`` looks at the items added since the previous response started:
    tools again;
 3. else "I'm listening.".
 
-``decide`` turns that into a ``Plan`` (``response``); fake-only directives in user text come
-before the brain: ``/drop TEXT`` (speak TEXT, close 1011 after two deltas), ``/expire`` (the
-session expires now), ``/hang`` (``response.created`` and nothing else until cancelled),
-``/hangcall NAME {json}`` (the call in full, as ``/tool`` would make it, then no ``response.done``
-until cancelled), ``/unknown TEXT`` (speak TEXT, with an event type and fields the reference does
-not list: what the API may add without notice). A brain ``Fail`` is returned as is: the socket
+``decide`` turns that into a ``Plan`` (``response``), the brain following the response's tools
+and ``tool_choice`` (``config.tool_offer``: the response's own, else the session's; ``none``
+calls nothing, ``required`` calls a tool, a named function is the call, as the API does, the
+reply to results included); fake-only directives in user text come before the brain:
+``/drop TEXT`` (speak TEXT, close 1011 after two deltas), ``/expire`` (the session expires now),
+``/hang`` (``response.created`` and nothing else until cancelled), ``/hangcall NAME {json}`` (the
+call in full, as ``/tool`` would make it, then no ``response.done`` until cancelled),
+``/unknown TEXT`` (speak TEXT, with an event type and fields the reference does not list: what
+the API may add without notice). A brain ``Fail`` is returned as is: the socket
 closes with 1011 at once.
 """
 
@@ -47,6 +50,7 @@ from transports.local.brain import (
     Reply,
     ResponseError,
     Say,
+    ToolOffer,
     compact_json,
 )
 
@@ -203,16 +207,19 @@ def _directive(text: str) -> Plan | Expire | None:
     return None
 
 
-def decide(answer: Answerable, brain: LocalBrain) -> Plan | Fail | Expire:
+def decide(
+    answer: Answerable, brain: LocalBrain, offer: ToolOffer | None = None
+) -> Plan | Fail | Expire:
+    """``offer``: the tools and ``tool_choice`` of this response, which the brain follows."""
     if isinstance(answer, AnswerToolResults):
         if not set(brain.open_call_ids) & {call_id for call_id, _, _ in answer.results}:
             # Calls this brain never made (a conversation replayed after a reconnect).
             return SpeechPlan(results_text(answer.results))
-        reply = brain.reply_to_tool_results(answer.results)
+        reply = brain.reply_to_tool_results(answer.results, offer)
         return SpeechPlan(WAITING_FOR_RESULTS) if reply is None else _plan_of(reply)
     if isinstance(answer, AnswerText):
         if answer.role != "user":
-            return _plan_of(brain.reply_to_text(answer.text))
+            return _plan_of(brain.reply_to_text(answer.text, offer))
         if (directive := _directive(answer.text)) is not None:
             return directive
         command, *rest = answer.text.strip().split(None, 1) or [""]
@@ -220,7 +227,7 @@ def decide(answer: Answerable, brain: LocalBrain) -> Plan | Fail | Expire:
             reply = brain.reply_to_text(f"/tool {rest[0]}")  # the brain numbers the call
             if isinstance(reply, CallTools):
                 return CallsPlan(reply.calls, hang=True)
-        return _plan_of(brain.reply_to_text(answer.text))
+        return _plan_of(brain.reply_to_text(answer.text, offer))
     if isinstance(answer, AnswerAudio):
-        return _plan_of(brain.reply_to_utterance(answer.duration_ms))
-    return SpeechPlan(LISTENING)
+        return _plan_of(brain.reply_to_utterance(answer.duration_ms, offer))
+    return _plan_of(brain.reply_to_nothing(offer))

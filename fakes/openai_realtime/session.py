@@ -43,6 +43,7 @@ from fakes.openai_realtime.config import (
     default_session,
     merge_session_update,
     parse_response_overrides,
+    tool_offer,
 )
 from fakes.openai_realtime.conversation import Conversation
 from fakes.openai_realtime.dispatch import is_dispatch_audio
@@ -474,7 +475,7 @@ class FakeSession:
                     for call_id, name, envelope in answer.results
                 )
             )
-        plan = decide(answer, self.brain)
+        plan = decide(answer, self.brain, tool_offer(self.config, overrides))
         if isinstance(plan, CallsPlan):
             plan = replace(plan, calls=tuple(self._on_wire(call) for call in plan.calls))
         if isinstance(plan, Expire):

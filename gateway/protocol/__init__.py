@@ -79,6 +79,13 @@ from .server_events import (
     TranscriptRole,
 )
 from .tool_progress_events import HoldingCue, ToolSlow
+from .turn_options import (
+    ResponseCreate,
+    tool_choice_of,
+    tool_choice_wire,
+    turn_detection_of,
+    turn_detection_wire,
+)
 
 __all__ = [
     "ALLOWED_SAMPLE_RATES",
@@ -122,6 +129,7 @@ __all__ = [
     "Provider",
     "Recovery",
     "ResponseCancel",
+    "ResponseCreate",
     "ResponseDone",
     "ResponseStarted",
     "ResponseStatus",
@@ -151,4 +159,8 @@ __all__ = [
     "decode_text",
     "encode",
     "encode_client_event",
+    "tool_choice_of",
+    "tool_choice_wire",
+    "turn_detection_of",
+    "turn_detection_wire",
 ]

@@ -19,6 +19,9 @@ Defaults where PROTOCOL.md is silent or leaves the choice to the server:
 - ``tool_dialect`` is an extension for provider tool-calling styles; absent means native.
 - ``client_tools`` (extension, ``client_tool_events``): tools the client runs itself; absent
   (None) or empty: none.
+- ``turn_detection`` and ``tool_choice`` (extensions, ``turn_options``): absent (None) on
+  ``session.start``: server turns and ``auto``; on ``session.update``: unchanged.
+- ``audio.commit.respond`` (extension): absent means true (the model answers the utterance).
 """
 
 from __future__ import annotations
@@ -34,6 +37,13 @@ from .client_tool_events import ClientToolDeclaration, ClientToolOutput, check_c
 from .confirmation_events import ConfirmationRespond, Decision
 from .errors import ErrorCode, ProtocolError
 from .json_types import JsonObject, JsonScalar
+from .turn_options import (
+    ResponseCreate,
+    ToolChoice,
+    TurnDetection,
+    add_turn_options,
+    checked_turn_options,
+)
 
 __all__ = [
     "ALLOWED_SAMPLE_RATES",
@@ -101,6 +111,17 @@ def _check_whole_samples(pcm: bytes, event_type: str, event_id: str | None) -> N
             f"{event_type}: PCM16 audio must have an even number of bytes, got {len(pcm)}",
             event_id=event_id,
         )
+
+
+def _check_turn_options(
+    event: SessionStart | SessionUpdate, event_type: str, event_id: str | None
+) -> None:
+    """``turn_detection`` and ``tool_choice`` checked, and kept as their neutral values."""
+    turns, choice = checked_turn_options(
+        event.turn_detection, event.tool_choice, event_type=event_type, event_id=event_id
+    )
+    object.__setattr__(event, "turn_detection", turns)
+    object.__setattr__(event, "tool_choice", choice)
 
 
 def _check_rate(rate: int, field_name: str) -> None:
@@ -174,11 +195,14 @@ class SessionStart:
     resume: Resume | None = None
     tool_dialect: ToolDialect | None = None
     client_tools: tuple[ClientToolDeclaration, ...] = ()
+    turn_detection: TurnDetection | None = None
+    tool_choice: ToolChoice | None = None
     event_id: str | None = None
 
     def __post_init__(self) -> None:
         event_type, event_id = self.TYPE, self.event_id
         object.__setattr__(self, "client_tools", check_client_tools(self.client_tools, event_id))
+        _check_turn_options(self, event_type, event_id)
         mode = choice(Mode, self.mode, event_type=event_type, field_name="mode", event_id=event_id)
         object.__setattr__(self, "mode", mode)
         if self.provider is not None:
@@ -238,6 +262,7 @@ class SessionStart:
             body["resume"] = self.resume.to_dict()
         if self.client_tools:
             body["client_tools"] = [tool.to_dict() for tool in self.client_tools]
+        add_turn_options(body, self.turn_detection, self.tool_choice)
         return with_event_id(body, self.event_id)
 
 
@@ -270,14 +295,24 @@ class AudioAppend:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AudioCommit:
-    """``audio.commit``: the end of the user's utterance (push-to-talk)."""
+    """``audio.commit``: the end of the user's utterance (push-to-talk). ``respond`` False
+    (extension): the utterance is committed and the model does not answer it yet
+    (``response.create`` asks it to)."""
 
     TYPE: ClassVar[str] = "audio.commit"
 
+    respond: bool = True
     event_id: str | None = None
 
+    def __post_init__(self) -> None:
+        if type(self.respond) is not bool:
+            raise invalid_field(self.TYPE, "respond", "must be true or false", self.event_id)
+
     def to_dict(self) -> JsonObject:
-        return with_event_id({"type": self.TYPE}, self.event_id)
+        body: JsonObject = {"type": self.TYPE}
+        if not self.respond:
+            body["respond"] = False
+        return with_event_id(body, self.event_id)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -360,15 +395,21 @@ class SessionUpdate:
     mode: Mode | None = None
     instructions: str | None = None
     input_rate: int | None = None
+    turn_detection: TurnDetection | None = None
+    tool_choice: ToolChoice | None = None
     event_id: str | None = None
 
     def __post_init__(self) -> None:
-        if self.mode is None and self.instructions is None and self.input_rate is None:
+        given = (self.mode, self.instructions, self.input_rate)
+        turn_options = (self.turn_detection, self.tool_choice)
+        if all(value is None for value in (*given, *turn_options)):
             raise ProtocolError(
                 ErrorCode.INVALID_EVENT,
-                f"{self.TYPE}: 'mode', 'instructions' or 'audio.input_rate' is required",
+                f"{self.TYPE}: 'mode', 'instructions', 'audio.input_rate', 'turn_detection' or "
+                "'tool_choice' is required",
                 event_id=self.event_id,
             )
+        _check_turn_options(self, self.TYPE, self.event_id)
         if self.input_rate is not None and (
             type(self.input_rate) is not int or self.input_rate not in ALLOWED_SAMPLE_RATES
         ):
@@ -390,6 +431,7 @@ class SessionUpdate:
             body["instructions"] = self.instructions
         if self.input_rate is not None:
             body["audio"] = {"input_rate": self.input_rate}
+        add_turn_options(body, self.turn_detection, self.tool_choice)
         return with_event_id(body, self.event_id)
 
 
@@ -438,6 +480,7 @@ JsonClientEvent: TypeAlias = (
     | AudioClear
     | AudioPlayback
     | TextSend
+    | ResponseCreate
     | ResponseCancel
     | ConfirmationRespond
     | SessionUpdate

@@ -56,6 +56,7 @@ from .client_tool_events import (
     no_parameters,
 )
 from .errors import ErrorCode, ProtocolError
+from .turn_options import ResponseCreate
 
 __all__ = [
     "DEFAULT_MAX_BINARY_FRAME_BYTES",
@@ -233,6 +234,9 @@ def _session_start(fields: _Fields) -> SessionStart:
         ),
         tool_dialect=fields.optional_choice("tool_dialect", ToolDialect),
         client_tools=_client_tools(fields),
+        # SessionStart checks both and names the field in its error.
+        turn_detection=fields.raw("turn_detection"),
+        tool_choice=fields.raw("tool_choice"),
         event_id=fields.event_id,
     )
 
@@ -310,6 +314,8 @@ def _session_update(fields: _Fields) -> SessionUpdate:
         instructions=fields.optional_str("instructions"),
         # SessionUpdate checks the rate (type and value) and names the field in its error.
         input_rate=None if audio is None else audio.raw("input_rate"),
+        turn_detection=fields.raw("turn_detection"),
+        tool_choice=fields.raw("tool_choice"),
         event_id=fields.event_id,
     )
 
@@ -317,12 +323,17 @@ def _session_update(fields: _Fields) -> SessionUpdate:
 _PARSERS: dict[str, Callable[[_Fields], JsonClientEvent]] = {
     SessionStart.TYPE: _session_start,
     AudioAppend.TYPE: _audio_append,
-    AudioCommit.TYPE: lambda fields: AudioCommit(event_id=fields.event_id),
+    # AudioCommit checks that respond is a boolean.
+    AudioCommit.TYPE: lambda fields: AudioCommit(
+        respond=True if fields.raw("respond") is None else fields.raw("respond"),
+        event_id=fields.event_id,
+    ),
     AudioClear.TYPE: lambda fields: AudioClear(event_id=fields.event_id),
     AudioPlayback.TYPE: _audio_playback,
     TextSend.TYPE: lambda fields: TextSend(
         text=fields.required_str("text"), event_id=fields.event_id
     ),
+    ResponseCreate.TYPE: lambda fields: ResponseCreate(event_id=fields.event_id),
     ResponseCancel.TYPE: lambda fields: ResponseCancel(event_id=fields.event_id),
     ConfirmationRespond.TYPE: _confirmation_respond,
     SessionUpdate.TYPE: _session_update,

@@ -1,7 +1,9 @@
 """The protocol's extensions for several gateway nodes (``docs/protocol.md`` 10.13).
 
 - ``session.moving``: the node is draining; the client reconnects (to any node) and resumes
-  with the ``resume_token`` it carries, at once. The socket closes with 1012 after it.
+  with the ``resume_token`` it carries after ``retry_after_ms``: each session moved by one drain
+  is given its own, so that their resumes reach the other nodes spread out rather than in one
+  burst (``gateway.session.resume_pacing``). The socket closes with 1012 after it.
 - ``session.started.recovery``: a resumed session whose node stopped (crashed) was rebuilt from
   its last snapshot; ``lost_turn`` is the user's last message or utterance when no reply to it
   was saved (the client may send it again), else null.
@@ -24,7 +26,7 @@ class SessionMoving:
     session_id: str
     resume_token: str
     reason: str = "drain"
-    retry_after_ms: int = 0
+    retry_after_ms: int = 0  # wait this long before resuming
 
     def to_dict(self) -> JsonObject:
         return {

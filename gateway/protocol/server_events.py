@@ -379,11 +379,18 @@ class SessionUpdated:
 
     mode: Mode
     audio: AudioFormat | None = None  # extension: after a change of the input rate
+    # Extensions (10.18): after a change of either, both as they are now (wire forms).
+    turn_detection: str | JsonObject | None = None
+    tool_choice: str | JsonObject | None = None
 
     def to_dict(self) -> JsonObject:
         body: JsonObject = {"type": self.TYPE, "mode": self.mode}
         if self.audio is not None:
             body["audio"] = self.audio.to_dict()
+        if self.turn_detection is not None:
+            body["turn_detection"] = self.turn_detection
+        if self.tool_choice is not None:
+            body["tool_choice"] = self.tool_choice
         return body
 
 

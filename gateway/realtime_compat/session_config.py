@@ -12,10 +12,15 @@ OpenAI's server); ``SessionView.apply`` then merges it (only the fields present 
   (a missing ``rate`` means 24000); ``audio/pcmu``, ``audio/pcma`` or another rate are
   ``invalid_value``;
 - ``audio.input.turn_detection`` (``server_vad`` / ``semantic_vad`` / ``null``), merged over the
-  current one of the same type, else over OpenAI's defaults; ``audio.input.transcription``;
+  current one of the same type, else over OpenAI's defaults: the session's turn detection
+  (``turn_options``: null is push-to-talk, a detector's settings go to an OpenAI upstream as
+  they are). ``create_response`` and ``interrupt_response`` are taken as ``true`` only
+  (``unsupported`` otherwise: the gateway answers every turn the detector ends and lets speech
+  cut a reply; a client that wants to decide sets null). ``audio.input.transcription``;
 - ``audio.output.voice`` (a name or ``{"id": …}``); ``tools`` (function tools only: the
   client's own tools, flat GA form; the bridge makes them the session's ``client_tools``) and
-  ``tool_choice`` (shown back; the model chooses its tools itself).
+  ``tool_choice`` (the session's, ``turn_options``; a function it names must be one of
+  ``tools``: ``invalid_value`` otherwise, the update refused whole).
 
 Documented GA fields this endpoint does not apply are accepted and listed in
 ``SessionPatch.ignored`` (so the bridge may log them) without being type-checked: ``model``,
@@ -213,6 +218,8 @@ class SessionView:
     tool_choice: ToolChoice = "auto"
 
     def apply(self, patch: SessionPatch) -> SessionView:
+        """The session with ``patch`` applied; ``CompatError`` (nothing changed) for a
+        ``tool_choice`` naming a function that is not one of the resulting ``tools``."""
         changes: dict[str, Any] = {}
         if patch.instructions is not None:
             changes["instructions"] = patch.instructions
@@ -231,7 +238,18 @@ class SessionView:
             changes["tools"] = patch.tools
         if patch.tool_choice is not None:
             changes["tool_choice"] = patch.tool_choice
-        return replace(self, **changes)
+        applied = replace(self, **changes)
+        forced = applied.tool_choice
+        if isinstance(forced, ForcedFunction) and forced.name not in {
+            tool.name for tool in applied.tools
+        }:
+            raise CompatError(
+                "invalid_value",
+                f"Invalid value: tool_choice names the function '{forced.name}', which is not "
+                "one of the session's tools.",
+                param="session.tool_choice.name",
+            )
+        return applied
 
     def to_wire(self) -> dict[str, Any]:
         choice_wire = self.tool_choice
@@ -320,6 +338,14 @@ def _turn_detection(value: Any, param: str) -> dict[str, Any]:
         )
     for key in ("create_response", "interrupt_response"):
         flag = optional_bool(given, key, f"{param}.{key}")
+        if flag is False:
+            raise CompatError(
+                "unsupported",
+                f"{key}: false is not supported by this gateway: it answers every turn the "
+                "detector ends and lets speech cut a reply. For turns the client ends and "
+                "answers itself, set turn_detection to null (commit, then response.create).",
+                param=f"{param}.{key}",
+            )
         if flag is not None:
             fields[key] = flag
     if given.get("eagerness") is not None:

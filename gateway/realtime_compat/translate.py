@@ -309,8 +309,7 @@ class Translator:
 
     def commit_input(self, event_id: str | None = None) -> list[ServerEvent]:
         """``input_audio_buffer.commit``: ``committed`` and the user item (the bridge also sends
-        our ``audio.commit``, which makes the model answer: a later ``response.create`` must not
-        start a second reply)."""
+        our ``audio.commit`` without a reply: as on OpenAI, ``response.create`` asks for it)."""
         return self._user.commit(event_id)
 
     def clear_input(self) -> list[ServerEvent]:

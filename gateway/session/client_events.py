@@ -30,17 +30,21 @@ from gateway.protocol import (
     Ping,
     Pong,
     ResponseCancel,
+    ResponseCreate,
     ServerEvent,
     SessionEnd,
     SessionStart,
     SessionUpdate,
     SessionUpdated,
     TextSend,
+    tool_choice_wire,
+    turn_detection_wire,
 )
 from gateway.registry import Registry
 from gateway.session.playback import PlaybackCursor
 from gateway.session.ratelimit import TokenBucket
 from gateway.session.snapshot import Conversation, Profile
+from gateway.session.tool_choice import offered_tools, tool_choice_problem
 from gateway.session.toolflow import ToolFlow
 from gateway.session.trace import SessionTrace
 from transports.base import Capabilities, ConversationItem, DirectAudio, Transport
@@ -103,6 +107,7 @@ class ClientEvents:
             AudioAppend: self._audio_append,
             TextSend: self._text,
             AudioCommit: self._commit,
+            ResponseCreate: self._respond_now,
             AudioClear: self._clear,
             AudioPlayback: self._playback,
             ResponseCancel: self._cancel,
@@ -211,16 +216,26 @@ class ClientEvents:
     async def _text(self, event: TextSend) -> None:
         if self._trace is not None:
             self._trace.turn_started("text")
+            self._trace.user_said(event.text)
         self._conversation.history.append(ConversationItem("user", event.text))
         self._host.boundary()  # saved before the reply: a crash loses at most this turn
         await self.start_user_turn(event.text)
         await self._transport.send_text(event.text)
 
-    async def _commit(self, _: AudioCommit) -> None:
+    async def _commit(self, event: AudioCommit) -> None:
+        if not event.respond:  # committed only: the turn starts when the answer is asked for
+            await self._transport.commit_audio(respond=False)
+            return
         if self._trace is not None:
             self._trace.turn_started("commit")
         await self.start_user_turn("")
         await self._transport.commit_audio()
+
+    async def _respond_now(self, _: ResponseCreate) -> None:
+        if self._trace is not None:
+            self._trace.turn_started("commit")
+        await self.start_user_turn("")
+        await self._transport.request_response()
 
     async def _clear(self, _: AudioClear) -> None:
         await self._transport.clear_audio()
@@ -255,12 +270,19 @@ class ClientEvents:
                 event.event_id,
             )
             return
+        if event.tool_choice is not None and not self._tool_choice_allowed(event):
+            return
         if event.input_rate is not None and not await self._switch_input_rate(event):
             return
         if mode is not None:
             profile.mode = mode
         if event.instructions is not None:
             profile.instructions = event.instructions
+        turn_options = event.turn_detection is not None or event.tool_choice is not None
+        if event.turn_detection is not None:
+            profile.turn_detection = event.turn_detection
+        if event.tool_choice is not None:
+            profile.tool_choice = event.tool_choice
         instructions = (
             None
             if event.instructions is None
@@ -268,15 +290,42 @@ class ClientEvents:
                 event.instructions, self._host.roles, profile.enabled
             )
         )
-        if mode is not None or instructions is not None:
+        if mode is not None or instructions is not None or turn_options:
             await self._transport.update(
                 mode="voice" if mode == "voice" else ("text" if mode else None),
                 instructions=instructions,
+                turn_detection=event.turn_detection,
+                tool_choice=event.tool_choice,
             )
+        if turn_options:
+            self._host.boundary()  # a resume keeps them
         audio = None
         if event.input_rate is not None:
             audio = AudioFormat(input_rate=profile.input_rate, output_rate=profile.output_rate)
-        self._host.emit(SessionUpdated(mode=Mode(profile.mode), audio=audio))
+        self._host.emit(
+            SessionUpdated(
+                mode=Mode(profile.mode),
+                audio=audio,
+                turn_detection=turn_detection_wire(profile.turn_detection)
+                if turn_options
+                else None,
+                tool_choice=tool_choice_wire(profile.tool_choice) if turn_options else None,
+            )
+        )
+
+    def _tool_choice_allowed(self, event: SessionUpdate) -> bool:
+        """A ``tool_choice`` the session can apply; else the update is refused whole."""
+        assert event.tool_choice is not None
+        profile = self._profile
+        offered = offered_tools(
+            self._registry, self._host.roles, profile.enabled, profile.client_tools
+        )
+        problem = tool_choice_problem(
+            event.tool_choice, offered, profile.provider, profile.tool_dialect
+        )
+        if problem is not None:
+            self._host.error(ErrorCode.INVALID_EVENT, f"session.update: {problem}", event.event_id)
+        return problem is None
 
     async def _switch_input_rate(self, event: SessionUpdate) -> bool:
         """The client's audio is at ``event.input_rate`` from now on: what the converter holds

@@ -22,6 +22,8 @@ from gateway.protocol import (
     ProtocolError,
     SessionEnded,
     SessionStart,
+    tool_choice_wire,
+    turn_detection_wire,
 )
 from gateway.registry import Registry
 from gateway.session.client_tools import ClientToolBook, declarations_problem, model_declarations
@@ -29,6 +31,8 @@ from gateway.session.holding_policy import HoldingPolicy
 from gateway.session.ownership import Ownership
 from gateway.session.refusals import StartRefused
 from gateway.session.session import Session, SessionUser
+from gateway.session.snapshot import Profile
+from gateway.session.tool_choice import offered_tools, tool_choice_problem
 from gateway.session.toolflow import CONFIRMATION_KEY_MARGIN_S as KEY_MARGIN_S
 from gateway.session.trace import SessionTrace
 from gateway.store import SessionRecord, SessionSnapshot, SessionStore
@@ -43,7 +47,7 @@ from gateway.toolrun import (
 from gateway.usage import PriceTable, SessionUsage
 from transports.base import ToolDeclaration, Transport, TransportError, UpstreamConfig
 
-__all__ = ["open_session", "session_setup", "stored_client_tools"]
+__all__ = ["open_session", "session_setup", "stored_client_tools", "tool_choice_checked"]
 
 _log = structlog.get_logger("session.opening")
 
@@ -56,6 +60,7 @@ def session_setup(
     """A new session's setup from ``session.start``, its tools checked against the registry
     and the user's roles (and the tools its client declared: ``client_tools_checked``)."""
     client_tools_checked(start, user, registry, settings)
+    tool_choice_checked(start, user, registry, settings)
     if start.tools is not None:
         unknown = [name for name in start.tools if registry.get(name) is None]
         if unknown:
@@ -93,7 +98,32 @@ def session_setup(
         tool_dialect=None if start.tool_dialect is None else str(start.tool_dialect),
         audio_encoding=start.audio.encoding,
         client_tools=tuple(tool.to_dict() for tool in start.client_tools),
+        turn_detection=(
+            None if start.turn_detection is None else turn_detection_wire(start.turn_detection)
+        ),
+        tool_choice=None if start.tool_choice is None else tool_choice_wire(start.tool_choice),
     )
+
+
+def tool_choice_checked(
+    start: SessionStart, user: SessionUser, registry: Registry, settings: Settings
+) -> None:
+    """A ``tool_choice`` the session can apply (``tool_choice_problem``)."""
+    if start.tool_choice is None:
+        return
+    declared = (tool.to_dict() for tool in start.client_tools)
+    offered = offered_tools(registry, user.roles, start.tools, declared)
+    provider = start.provider.value if start.provider else settings.provider
+    dialect = None if start.tool_dialect is None else str(start.tool_dialect)
+    problem = tool_choice_problem(start.tool_choice, offered, provider, dialect)
+    if problem is not None:
+        raise StartRefused(
+            ErrorEvent(
+                code=ErrorCode.INVALID_EVENT,
+                message=f"session.start: {problem}",
+                event_id=start.event_id,
+            )
+        )
 
 
 def client_tools_checked(
@@ -143,6 +173,7 @@ async def _connect(
 ) -> Transport:
     enabled = None if setup.enabled_tools is None else list(setup.enabled_tools)
     visible = registry.visible_to(user.roles, enabled)
+    profile = Profile.of(setup)  # its turn detection and tool choice, as the upstream takes them
     transport: Transport | None = None
     try:
         transport = transports(setup.provider, settings)
@@ -167,6 +198,8 @@ async def _connect(
             locale=setup.locale,
             session_id=session_id,
             history=setup.history,
+            turn_detection=profile.turn_detection,
+            tool_choice=profile.tool_choice,
             options={} if setup.tool_dialect is None else {"tool_dialect": setup.tool_dialect},
         )
         await asyncio.wait_for(

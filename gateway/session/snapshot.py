@@ -16,9 +16,16 @@ from datetime import timedelta
 from typing import Any
 
 from gateway.orchestrator import ConfirmationBook, IntentState, TurnState
+from gateway.protocol import (
+    ProtocolError,
+    tool_choice_of,
+    tool_choice_wire,
+    turn_detection_of,
+    turn_detection_wire,
+)
 from gateway.store import SessionSnapshot
 from gateway.usage import SessionUsage
-from transports.base import ConversationItem
+from transports.base import ConversationItem, ToolChoice, TurnDetection
 
 __all__ = ["HISTORY_ITEMS", "Conversation", "Profile", "restore", "snapshot"]
 
@@ -40,9 +47,20 @@ class Profile:
     tool_dialect: str | None = None
     encoding: str = "pcm16"  # of the client's audio, both ways ("pcmu": a phone call)
     client_tools: tuple[Mapping[str, Any], ...] = ()  # fixed for the session's life
+    turn_detection: TurnDetection = field(default_factory=TurnDetection)
+    tool_choice: ToolChoice = "auto"
 
     @classmethod
     def of(cls, setup: SessionSnapshot) -> Profile:
+        turns: TurnDetection = TurnDetection()
+        choice: ToolChoice = "auto"
+        try:  # checked when the session began; a stored value a newer rule refuses: defaults
+            if setup.turn_detection is not None:
+                turns = turn_detection_of(setup.turn_detection, event_type="session.start")
+            if setup.tool_choice is not None:
+                choice = tool_choice_of(setup.tool_choice, event_type="session.start")
+        except ProtocolError:
+            pass
         return cls(
             provider=setup.provider,
             mode=setup.mode,
@@ -56,6 +74,8 @@ class Profile:
             tool_dialect=setup.tool_dialect,
             encoding=setup.audio_encoding,
             client_tools=setup.client_tools,
+            turn_detection=turns,
+            tool_choice=choice,
         )
 
 
@@ -95,6 +115,8 @@ def snapshot(profile: Profile, conversation: Conversation) -> SessionSnapshot:
         history=tuple(conversation.history),
         usage=conversation.usage.as_json(),
         client_tools=profile.client_tools,
+        turn_detection=turn_detection_wire(profile.turn_detection),
+        tool_choice=tool_choice_wire(profile.tool_choice),
     )
 
 

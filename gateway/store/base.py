@@ -96,6 +96,10 @@ class SessionSnapshot:
     # The tools its client declared (``{name, description, parameters}``), offered to every
     # upstream the session opens, on any node.
     client_tools: tuple[Mapping[str, Any], ...] = ()
+    # Who ends the user's turns and whether the model may call tools (wire forms of
+    # ``session.start``; None: the defaults, server turns and ``auto``).
+    turn_detection: str | Mapping[str, Any] | None = None
+    tool_choice: str | Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,6 +63,8 @@ def snapshot_to_json(snapshot: SessionSnapshot) -> bytes:
             "history": [[item.role, item.text] for item in snapshot.history],
             "usage": dict(snapshot.usage),
             "client_tools": [dict(tool) for tool in snapshot.client_tools],
+            "turn_detection": snapshot.turn_detection,
+            "tool_choice": snapshot.tool_choice,
         }
     )
 
@@ -106,6 +108,8 @@ def snapshot_from_json(data: bytes | str) -> SessionSnapshot:
             history=tuple(ConversationItem(role, str(text)) for role, text in raw["history"]),
             usage=_usage_of(raw.get("usage")),  # absent before usage was kept
             client_tools=tuple(dict(tool) for tool in raw.get("client_tools", ())),
+            turn_detection=raw.get("turn_detection"),  # absent before they existed
+            tool_choice=raw.get("tool_choice"),
         )
     except (KeyError, TypeError, ValueError, orjson.JSONDecodeError) as exc:
         raise ValueError(f"unreadable snapshot: {exc}") from None

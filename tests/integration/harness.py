@@ -29,7 +29,14 @@ from gateway.session.manager import SessionManager
 from gateway.toolrun import MemoryAuditSink
 from registry_build import build_registry
 from registry_build.build import serialize_artifact
-from transports.base import Mode, ToolResult, Transport, UpstreamConfig
+from transports.base import (
+    Mode,
+    ToolChoice,
+    ToolResult,
+    Transport,
+    TurnDetection,
+    UpstreamConfig,
+)
 from transports.events import UpstreamEvent
 
 SECRET = "integration-secret-0123456789abcdef"
@@ -216,8 +223,11 @@ class DelegatingTransport:
     async def send_audio(self, pcm: bytes) -> None:
         await self.inner.send_audio(pcm)
 
-    async def commit_audio(self) -> None:
-        await self.inner.commit_audio()
+    async def commit_audio(self, *, respond: bool = True) -> None:
+        await self.inner.commit_audio(respond=respond)
+
+    async def request_response(self) -> None:
+        await self.inner.request_response()
 
     async def clear_audio(self) -> None:
         await self.inner.clear_audio()
@@ -240,8 +250,20 @@ class DelegatingTransport:
     async def truncate(self, response_id: str, played_ms: int) -> None:
         await self.inner.truncate(response_id, played_ms)
 
-    async def update(self, *, mode: Mode | None = None, instructions: str | None = None) -> None:
-        await self.inner.update(mode=mode, instructions=instructions)
+    async def update(
+        self,
+        *,
+        mode: Mode | None = None,
+        instructions: str | None = None,
+        turn_detection: TurnDetection | None = None,
+        tool_choice: ToolChoice | None = None,
+    ) -> None:
+        await self.inner.update(
+            mode=mode,
+            instructions=instructions,
+            turn_detection=turn_detection,
+            tool_choice=tool_choice,
+        )
 
     async def close(self) -> None:
         await self.inner.close()

@@ -5,7 +5,8 @@ then the tool calls it asked for (handed to the session as one batch), their res
 ``tool`` messages (or result lines, in the text dialects), then the next completion — until a
 completion asks for no tool, or ``max_rounds`` rounds have run, after which one last completion
 must answer without tools. However many rounds it takes, the client sees one
-``ResponseStarted`` … ``ResponseDone``.
+``ResponseStarted`` … ``ResponseDone``. ``tool_choice`` goes with the first completion of a
+user message as the API takes it; the rounds after tool results follow ``follow_up_choice``.
 
 The decisions live in pure modules: ``reader`` (a stream into text and calls), ``assembler`` and
 ``inline`` (the two ways calls arrive), ``dialects`` (prompts, plans, results) and
@@ -34,20 +35,25 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import openai
 import structlog
 from openai import AsyncOpenAI, Omit, omit
+from openai.types.chat import ChatCompletionToolChoiceOptionParam
 from openai.types.shared_params import ResponseFormatJSONObject
 
 from transports.base import (
     Capabilities,
+    ForcedTool,
     Mode,
+    ToolChoice,
     ToolResult,
     Transport,
     TransportError,
+    TurnDetection,
     UpstreamConfig,
+    follow_up_choice,
 )
 from transports.chat.calls import PlannedCalls, plan_calls
 from transports.chat.conversation import Conversation, Message
@@ -60,6 +66,7 @@ from transports.chat.dialects import (
     json_plan_prompt,
     results_message,
 )
+from transports.chat.notices import notice_of
 from transports.chat.reader import Completion, CompletionReader
 from transports.events import (
     ResponseDone,
@@ -112,6 +119,7 @@ class ChatTransport:
         self._model = options.model
         self._dialect = Dialect.NATIVE
         self._tools: list[dict[str, Any]] = []
+        self._tool_choice: ToolChoice = "auto"
         self._conversation = Conversation("", options.history_tokens)
         self._queue: asyncio.Queue[UpstreamEvent | None] = asyncio.Queue()
         self._turn: asyncio.Task[None] | None = None
@@ -144,6 +152,7 @@ class ChatTransport:
             for tool in config.tools
             if "openaiChat" in tool.provider_schemas
         ]
+        self._set_tool_choice(config.tool_choice)
         self._conversation = Conversation.replayed(
             config.instructions,
             self.options.history_tokens,
@@ -168,8 +177,14 @@ class ChatTransport:
     async def send_audio(self, pcm: bytes) -> None:
         """Text only: the session never sends audio to a text-only transport."""
 
-    async def commit_audio(self) -> None:
+    async def commit_audio(self, *, respond: bool = True) -> None:
         """Text only: nothing to commit."""
+
+    async def request_response(self) -> None:
+        """Every message is answered already: the model is asked to go on from the
+        conversation as it is."""
+        if not self._closed and self._turn is None:
+            await self._start_turn([{"role": "system", "content": _GO_ON}])
 
     async def clear_audio(self) -> None:
         """Text only: nothing to clear."""
@@ -213,9 +228,23 @@ class ChatTransport:
     async def cancel_response(self) -> None:
         await self._cancel_turn()
 
-    async def update(self, *, mode: Mode | None = None, instructions: str | None = None) -> None:
+    async def update(
+        self,
+        *,
+        mode: Mode | None = None,
+        instructions: str | None = None,
+        turn_detection: TurnDetection | None = None,
+        tool_choice: ToolChoice | None = None,
+    ) -> None:
         if instructions is not None:
             self._conversation.instructions = instructions
+        if tool_choice is not None:
+            self._set_tool_choice(tool_choice)
+
+    def _set_tool_choice(self, choice: ToolChoice) -> None:
+        # ``required`` and a forced tool need native function calling: the session refuses
+        # them with a text dialect; here a text dialect offers tools only when not ``none``.
+        self._tool_choice = choice
 
     async def close(self) -> None:
         if self._closed:
@@ -275,7 +304,7 @@ class ChatTransport:
             status = "cancelled"
         except openai.APIError as exc:
             status = "failed"
-            self._queue.put_nowait(_notice(exc))
+            self._queue.put_nowait(notice_of(exc))
         except Exception:  # a bug here must not hang the session's response
             _log.exception("chat_turn_crashed")  # the details stay in the gateway's log
             status = "failed"
@@ -286,14 +315,15 @@ class ChatTransport:
 
     async def _agent_loop(self, response_id: str, usage: dict[str, int]) -> None:
         rounds = 0  # tool rounds run for this message
-        answer_now = not self._tools
+        answer_now = not self._tools or self._tool_choice == "none"
         notes: list[str] = []
         while True:
             final = answer_now or rounds >= self.options.max_rounds
             planning = self._dialect is Dialect.JSON and not final
             if final and rounds > 0:
                 notes.append(final_round_note(self._dialect, rounds))
-            completion = await self._complete(response_id, final, planning, notes, usage)
+            choice = self._tool_choice if rounds == 0 else follow_up_choice(self._tool_choice)
+            completion = await self._complete(response_id, final, planning, notes, usage, choice)
             if planning:
                 planned = plan_calls(completion, self._dialect, self._unique_id)
                 answer_now = True  # one plan per message, then the answer
@@ -324,16 +354,21 @@ class ChatTransport:
         planning: bool,
         notes: Sequence[str],
         usage: dict[str, int],
+        choice: ToolChoice,
     ) -> Completion:
         system_extra: list[str] = []
         tools: Any = omit  # the registry's openaiChat declarations, as plain dicts
-        tool_choice: Literal["none"] | Omit = omit
+        tool_choice: ChatCompletionToolChoiceOptionParam | Omit = omit
         response_format: ResponseFormatJSONObject | Omit = omit
         if self._dialect is Dialect.NATIVE and self._tools:
             tools = self._tools
             if final:
                 tool_choice = "none"
-        elif self._dialect is Dialect.INLINE and self._tools:
+            elif isinstance(choice, ForcedTool):
+                tool_choice = {"type": "function", "function": {"name": choice.name}}
+            elif choice != "auto":
+                tool_choice = choice
+        elif self._dialect is Dialect.INLINE and self._tools and choice != "none":
             system_extra.append(inline_prompt(self._tools))
         elif planning:
             system_extra.append(json_plan_prompt(self._tools))
@@ -430,36 +465,7 @@ class ChatTransport:
         return call_id
 
 
-def _notice(exc: Exception) -> UpstreamNotice:
-    """A provider failure as the client will hear it: what happened, and whether to retry."""
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        retryable = status in (408, 409, 429) or status >= 500
-        label = "rate limited" if status == 429 else "error"
-        detail = _provider_message(exc)
-        return UpstreamNotice(
-            f"http_{status}",
-            f"the chat provider answered {status} ({label}): {detail}",
-            retryable=retryable,
-        )
-    if isinstance(exc, openai.APITimeoutError):
-        return UpstreamNotice("timeout", "the chat provider did not answer in time", retryable=True)
-    if isinstance(exc, openai.APIConnectionError):
-        return UpstreamNotice(
-            "unreachable", f"cannot reach the chat provider: {exc}", retryable=True
-        )
-    return UpstreamNotice(
-        "stream_broken", f"the chat provider's stream broke off: {exc}", retryable=True
-    )
-
-
-def _provider_message(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, Mapping):
-        message = body.get("message")
-        if isinstance(message, str) and message:
-            return message[:300]
-    return exc.message[:300]
+_GO_ON = "The user asks for a reply now: go on from the conversation so far."
 
 
 if TYPE_CHECKING:  # mypy proves that the class satisfies the Transport protocol

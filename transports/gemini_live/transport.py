@@ -1,4 +1,5 @@
-"""``GeminiLiveTransport``: the async shell around ``GeminiCodec``, on the official SDK.
+"""``GeminiLiveTransport``: the async shell around ``GeminiCodec`` (as ``turns.TurnsCodec``,
+with the session's turn detection and tool choice), on the official SDK.
 
 It opens each connection with ``client.aio.live.connect(model=…, config=LiveConnectConfig(...))``
 (the SDK builds ``setup``, waits for ``setupComplete``, and handles the URL, key and TLS), then
@@ -15,7 +16,9 @@ One reader task owns every connection change:
   longer knows falls back to a new session given the history as context. Attempts are counted
   until a reply completes again; then ``UpstreamFailed``.
 - a mode change: Gemini's setup is fixed per connection (and voice and text use different
-  models), so the session continues on a new connection with the history as context.
+  models), so the session continues on a new connection with the history as context. A new
+  turn detection or tool choice (also in the setup) continues on a new connection that resumes
+  the session.
 """
 
 from __future__ import annotations
@@ -40,14 +43,16 @@ from transports.base import (
     Capabilities,
     Delivery,
     Mode,
+    ToolChoice,
     ToolResult,
     Transport,
     TransportError,
+    TurnDetection,
     UpstreamConfig,
 )
 from transports.codec_shell import CodecShell, backoff_delay
 from transports.gemini_live import wire
-from transports.gemini_live.codec import GeminiCodec
+from transports.gemini_live.turns import TurnsCodec
 
 if TYPE_CHECKING:
     from google.genai.live import AsyncSession
@@ -77,7 +82,7 @@ class GeminiOptions:
     go_away_margin_s: float = 1.0
 
 
-class GeminiLiveTransport(CodecShell[GeminiCodec]):
+class GeminiLiveTransport(CodecShell[TurnsCodec]):
     capabilities = Capabilities(
         input_rate=wire.INPUT_RATE,
         output_rate=wire.OUTPUT_RATE,
@@ -108,7 +113,7 @@ class GeminiLiveTransport(CodecShell[GeminiCodec]):
                 "gemini-live-2.5-flash-preview)"
             )
         self._log = _log.bind(session_id=config.session_id)
-        self._codec = GeminiCodec(config)
+        self._codec = TurnsCodec(config)
         if self._client is None:
             try:
                 self._client = _shared_client(
@@ -129,7 +134,14 @@ class GeminiLiveTransport(CodecShell[GeminiCodec]):
         """``ScheduledResults``: a background call's result, scheduled by Gemini itself."""
         await self._do(lambda c: c.scheduled_result(result, delivery))
 
-    async def update(self, *, mode: Mode | None = None, instructions: str | None = None) -> None:
+    async def update(
+        self,
+        *,
+        mode: Mode | None = None,
+        instructions: str | None = None,
+        turn_detection: TurnDetection | None = None,
+        tool_choice: ToolChoice | None = None,
+    ) -> None:
         codec = self._codec
         if codec is None or self._closing:
             return
@@ -138,7 +150,9 @@ class GeminiLiveTransport(CodecShell[GeminiCodec]):
             codec.mode = mode
         if instructions is not None:
             codec.instructions = instructions
-        if not changed_mode and instructions is None:
+        # Turn detection and tools are in the setup too: a new connection (resumed) takes them.
+        changed_setup = codec.reconfigure(turn_detection, tool_choice)
+        if not changed_mode and instructions is None and not changed_setup:
             return
         # A new connection with the new setup (the same model may resume the session). Only the
         # reader changes connections: this stops sending here (inputs are kept for the next

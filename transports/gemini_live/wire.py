@@ -16,9 +16,12 @@ from typing import Any
 import orjson
 from google.genai import types
 
-from transports.base import Mode, ToolDeclaration
+from transports.base import ForcedTool, Mode, ToolChoice, ToolDeclaration
 
 __all__ = [
+    "ACTIVITY_END",
+    "ACTIVITY_START",
+    "ANSWER_NOW",
     "INPUT_RATE",
     "OUTPUT_RATE",
     "audio_input",
@@ -32,6 +35,11 @@ __all__ = [
 INPUT_RATE = 16000
 OUTPUT_RATE = 24000
 _AUDIO_PREFIX = '{"realtimeInput":{"audio":{"mimeType":"audio/pcm;rate=16000","data":"'
+# Push-to-talk with automatic activity detection off: the client marks the user's turn.
+ACTIVITY_START = '{"realtimeInput":{"activityStart":{}}}'
+ACTIVITY_END = '{"realtimeInput":{"activityEnd":{}}}'
+# An empty turn, complete: the model answers from the conversation as it is.
+ANSWER_NOW = '{"clientContent":{"turns":[],"turnComplete":true}}'
 
 
 def live_config(
@@ -42,11 +50,26 @@ def live_config(
     handle: str | None,
     voice: str | None = None,
     language: str | None = None,
+    manual_turns: bool = False,
+    tool_choice: ToolChoice = "auto",
 ) -> types.LiveConnectConfig:
     """The session's setup: modality by mode, tools, transcription in voice mode, resumption
     always (``{}`` for a new session, the handle to resume), and compression so that sessions
-    are not capped at 15 minutes."""
+    are not capped at 15 minutes.
+
+    ``manual_turns``: automatic activity detection off (the client sends ``activityStart`` /
+    ``activityEnd``), and no barge-in by activity (the client cancels, as with push-to-talk).
+    ``tool_choice``: Live's setup has no ``toolConfig``, so the choice is made with what it
+    has: ``none`` declares no function, a forced tool only that one, and ``required`` or a
+    forced tool asks for the call in the instructions (the model is not bound by them)."""
     voice_mode = mode == "voice"
+    if tool_choice == "none":
+        tools = ()
+    elif isinstance(tool_choice, ForcedTool):
+        tools = [t for t in tools if t.provider_schemas["gemini"]["name"] == tool_choice.name]
+        instructions += _CALL_ASKED.format(f"calling the function {tool_choice.name}")
+    elif tool_choice == "required":
+        instructions += _CALL_ASKED.format("calling one of your functions")
     declarations = [
         types.FunctionDeclaration(
             name=str(t.provider_schemas["gemini"]["name"]),
@@ -67,7 +90,14 @@ def live_config(
             ),
             language_code=language,
         )
+    realtime_input = None
+    if manual_turns:
+        realtime_input = types.RealtimeInputConfig(
+            automatic_activity_detection=types.AutomaticActivityDetection(disabled=True),
+            activity_handling=types.ActivityHandling.NO_INTERRUPTION,
+        )
     return types.LiveConnectConfig(
+        realtime_input_config=realtime_input,
         response_modalities=[types.Modality.AUDIO if voice_mode else types.Modality.TEXT],
         system_instruction=instructions,
         tools=[types.Tool(function_declarations=declarations)] if declarations else None,
@@ -79,6 +109,9 @@ def live_config(
         ),
         speech_config=speech,
     )
+
+
+_CALL_ASKED = "\n\nAnswer each user turn by {}."
 
 
 def audio_input(b64_pcm16k: str) -> str:

@@ -16,7 +16,15 @@ shell turns replies into events and does any waiting. Free mode follows these ru
 - a voice utterance of N ms has the transcript ``audio:<N>ms`` → ``You said: audio:<N>ms``;
 - once every call of a batch has its result → ``Tool results: NAME=<envelope JSON>; …`` in call
   order (compact JSON, sorted keys); a late result (``reply_to_late_result``) is answered at once
-  in the same format, as a batch of one.
+  in the same format, as a batch of one;
+- a request to answer with nothing new to answer (``reply_to_nothing``) → ``I'm listening.``
+
+``tool_choice`` (a ``ToolOffer``: the tools offered, in order, and the choice), as a model
+follows it: ``none`` → a reply that would call tools says ``You said: <input>`` instead (as
+does one that calls only tools not offered, when the offer says only those may be called);
+``required`` → a reply without a call calls the first tool offered with ``{}``; a forced tool
+→ the reply is one call of it (with the arguments the input gave it, else ``{}``). Without an
+offer (None) the rules above stand alone.
 
 Scenario mode (``from_scenario``) replaces all of these rules by a script (``scenario.py``).
 Call ids are ``call_1``, ``call_2``… per brain (``number_calls_apart`` changes the prefix, for a
@@ -27,12 +35,13 @@ from __future__ import annotations
 
 import os
 import string
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
 
+from transports.base import ForcedTool, ToolChoice
 from transports.local.scenario import (
     Scenario,
     ScenarioInput,
@@ -48,6 +57,7 @@ from transports.local.scenario import (
 __all__ = [
     "BAD_JSON_ARGUMENTS",
     "FAIL_MESSAGE",
+    "LISTENING",
     "CallTools",
     "Fail",
     "LocalBrain",
@@ -56,6 +66,7 @@ __all__ = [
     "ResponseError",
     "Say",
     "ToolCall",
+    "ToolOffer",
     "ToolResultTuple",
     "compact_json",
     "merge_confirmation_id",
@@ -64,6 +75,7 @@ __all__ = [
 
 BAD_JSON_ARGUMENTS = '{"x": '
 FAIL_MESSAGE = "local model asked to fail"
+LISTENING = "I'm listening."
 _YES_WORDS = frozenset({"yes", "confirm"})
 _TRAILING = string.punctuation + string.whitespace
 
@@ -106,6 +118,17 @@ class ResponseError:
 
 
 Reply = Say | CallTools | Fail | ResponseError
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOffer:
+    """The tools a reply may call (their names, in the order offered) and ``tool_choice``;
+    ``only_offered``: a call of any other tool is not made (a model told its functions by name
+    cannot call another one)."""
+
+    names: tuple[str, ...]
+    choice: ToolChoice = "auto"
+    only_offered: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +217,10 @@ class LocalBrain:
 
     # Inputs ---------------------------------------------------------------------------------
 
-    def reply_to_text(self, text: str) -> Reply:
+    def reply_to_text(self, text: str, offer: ToolOffer | None = None) -> Reply:
+        return self._offered(offer, text.strip(), lambda: self._text(text))
+
+    def _text(self, text: str) -> Reply:
         if self.scenario is not None:
             return self._scripted(TextInput(text))
         pending, self._pending = self._pending, ()
@@ -204,14 +230,51 @@ class LocalBrain:
             )
         return self._command(text.strip())
 
-    def reply_to_utterance(self, duration_ms: int) -> Reply:
+    def reply_to_utterance(self, duration_ms: int, offer: ToolOffer | None = None) -> Reply:
         transcript = utterance_transcript(duration_ms)
+        return self._offered(offer, transcript, lambda: self._utterance(transcript))
+
+    def _utterance(self, transcript: str) -> Reply:
         if self.scenario is not None:
             return self._scripted(UtteranceInput(transcript))
         self._pending = ()  # an utterance is never a typed "yes"
         return Say(f"You said: {transcript}")
 
-    def reply_to_tool_results(self, results: Iterable[ToolResultTuple]) -> Reply | None:
+    def reply_to_nothing(self, offer: ToolOffer | None = None) -> Reply:
+        """Asked to answer with nothing new to answer."""
+        return self._offered(offer, "", lambda: Say(LISTENING))
+
+    def _offered(self, offer: ToolOffer | None, said: str, reply_of: Callable[[], Reply]) -> Reply:
+        """``reply_of()`` as ``offer``'s ``tool_choice`` lets it be (see the module docstring);
+        ``said``: the input, for the words that replace a call that may not be made."""
+        before = (self._open_batch, self._batch_results, self._pending)
+        reply = reply_of()
+        if offer is None:
+            return reply
+        choice = offer.choice
+        if isinstance(reply, CallTools) and offer.only_offered:
+            kept = [(c.name, c.arguments) for c in reply.calls if c.name in offer.names]
+            if len(kept) < len(reply.calls):
+                self._open_batch, self._batch_results, self._pending = before
+                reply = self._call_tools(kept) if kept else Say(f"You said: {said}")
+        if isinstance(reply, CallTools):
+            if choice == "none":
+                self._open_batch, self._batch_results, self._pending = before  # never made
+                return Say(f"You said: {said}")
+            if isinstance(choice, ForcedTool) and [c.name for c in reply.calls] != [choice.name]:
+                self._open_batch, self._batch_results, self._pending = before  # never made
+                given = next((c.arguments for c in reply.calls if c.name == choice.name), "{}")
+                return self._call_tools([(choice.name, given)])
+        if isinstance(reply, Say):
+            if isinstance(choice, ForcedTool):
+                return self._call_tools([(choice.name, "{}")])
+            if choice == "required" and offer.names:
+                return self._call_tools([(offer.names[0], "{}")])
+        return reply
+
+    def reply_to_tool_results(
+        self, results: Iterable[ToolResultTuple], offer: ToolOffer | None = None
+    ) -> Reply | None:
         """Collect results of the open batch; the reply comes once every call has one.
 
         Results for call ids outside the open batch (unknown, or of an earlier batch) and repeated
@@ -231,9 +294,16 @@ class LocalBrain:
             for call in batch
             if (confirmation_id := _confirmation_id(envelopes[call.call_id])) is not None
         )
-        return self._answer_results([(call.name, envelopes[call.call_id]) for call in batch])
+        named = [(call.name, envelopes[call.call_id]) for call in batch]
+        return self._offered(offer, "tool results", lambda: self._answer_results(named))
 
-    def reply_to_late_result(self, call_id: str, name: str, envelope: Mapping[str, Any]) -> Reply:
+    def reply_to_late_result(
+        self,
+        call_id: str,
+        name: str,
+        envelope: Mapping[str, Any],
+        offer: ToolOffer | None = None,
+    ) -> Reply:
         """A result the model no longer waited for (a confirmation the client approved or
         rejected, for a call of an earlier batch): answered at once like a batch of one.
 
@@ -241,7 +311,9 @@ class LocalBrain:
         informative: the open batch, if any, keeps waiting for its own results.
         """
         self._pending = ()
-        return self._answer_results([(name, envelope)])
+        return self._offered(
+            offer, "tool results", lambda: self._answer_results([(name, envelope)])
+        )
 
     def _answer_results(self, named_envelopes: list[tuple[str, Mapping[str, Any]]]) -> Reply:
         if self.scenario is not None:

@@ -16,6 +16,12 @@ Rules the session can rely on:
   (``send_late_result``: a confirmation resolved by the client) is answered at once.
 - Speech detected while a response is active interrupts it: ``SpeechStarted`` then
   ``ResponseDone(status="interrupted")``; none of its audio follows ``SpeechStarted``.
+- Manual turns (``TurnDetection.manual``, push-to-talk): no VAD; the audio since the last
+  commit (or clear) is one utterance of its whole length, ended by ``commit_audio``. A commit
+  with ``respond=False`` only commits; ``request_response`` answers what was committed since
+  the last reply as one utterance (their lengths added), or says ``I'm listening.``.
+- ``tool_choice`` applies to the reply to each user turn (``brain.ToolOffer``); the replies to
+  tool results follow ``follow_up_choice``.
 - ``/fail`` emits ``UpstreamFailed`` and ends ``events()``; after that and after ``close()``
   every input is ignored. ``/error TEXT`` is ``ResponseStarted``, ``UpstreamNotice`` and
   ``ResponseDone(status="failed")``: a provider error the session survives.
@@ -34,10 +40,13 @@ from typing import TYPE_CHECKING
 from transports.base import (
     Capabilities,
     Mode,
+    ToolChoice,
     ToolResult,
     Transport,
     TransportError,
+    TurnDetection,
     UpstreamConfig,
+    follow_up_choice,
 )
 from transports.events import (
     AudioDelta,
@@ -63,6 +72,7 @@ from transports.local.brain import (
     Reply,
     ResponseError,
     Say,
+    ToolOffer,
     compact_json,
     utterance_transcript,
 )
@@ -110,6 +120,11 @@ class LocalTransport:
         )
         self.mode: Mode = "voice"
         self.instructions = ""
+        self.turn_detection = TurnDetection()
+        self.tool_choice: ToolChoice = "auto"
+        self._tool_names: tuple[str, ...] = ()
+        self._manual_bytes = 0  # manual turns: the audio since the last commit or clear
+        self._unanswered_ms: int | None = None  # utterances committed without a reply yet
         self.history: list[tuple[str, str]] = []
         self.context_notes: list[str] = []
         self.truncations: list[tuple[str, int]] = []
@@ -136,6 +151,9 @@ class LocalTransport:
         )
         self.mode = config.mode
         self.instructions = config.instructions
+        self.turn_detection = config.turn_detection
+        self.tool_choice = config.tool_choice
+        self._tool_names = tuple(tool.name for tool in config.tools)
         self._vad = EnergyVad(config.client_input_rate)
         self.history.extend((item.role, item.text) for item in config.history)
         if config.history:
@@ -151,6 +169,9 @@ class LocalTransport:
     async def send_audio(self, pcm: bytes) -> None:
         if self._closed:
             return
+        if self.turn_detection.manual:
+            self._manual_bytes += len(pcm)
+            return
         for event in self._vad.feed(pcm):
             if isinstance(event, VadSpeechStarted):
                 interrupted = self._halt_active()
@@ -160,21 +181,37 @@ class LocalTransport:
             else:
                 self._utterance_ended(event)
 
-    async def commit_audio(self) -> None:
+    async def commit_audio(self, *, respond: bool = True) -> None:
         if self._closed:
             return
-        ended = self._vad.commit()
+        if self.turn_detection.manual:
+            rate = self.capabilities.input_rate
+            duration_ms, self._manual_bytes = round(self._manual_bytes * 500 / rate), 0
+            ended = None if duration_ms == 0 else UtteranceEnded(duration_ms, False)
+        else:
+            ended = self._vad.commit()
         if ended is not None:
-            self._utterance_ended(ended)
+            self._utterance_ended(ended, respond=respond)
+
+    async def request_response(self) -> None:
+        if self._closed:
+            return
+        unanswered, self._unanswered_ms = self._unanswered_ms, None
+        if unanswered is None:
+            self._respond(self.brain.reply_to_nothing(self._offer()))
+        else:
+            self._respond(self.brain.reply_to_utterance(unanswered, self._offer()))
 
     async def clear_audio(self) -> None:
         self._vad.clear()
+        self._manual_bytes = 0
 
     async def send_text(self, text: str) -> None:
         if self._closed:
             return
         self.history.append(("user", text))
-        self._respond(self.brain.reply_to_text(text))
+        self._unanswered_ms = None  # the reply to the text answers them too
+        self._respond(self.brain.reply_to_text(text, self._offer()))
 
     async def add_context(self, text: str) -> None:
         if self._closed:
@@ -192,7 +229,7 @@ class LocalTransport:
                 open_ids.discard(result.call_id)
                 accepted.append((result.call_id, result.name, result.envelope))
                 self._record_result(result)
-        reply = self.brain.reply_to_tool_results(accepted)
+        reply = self.brain.reply_to_tool_results(accepted, self._offer(follow_up=True))
         if reply is not None:
             self._respond(reply)
 
@@ -200,7 +237,10 @@ class LocalTransport:
         if self._closed:
             return
         self._record_result(result)
-        self._respond(self.brain.reply_to_late_result(result.call_id, result.name, result.envelope))
+        offer = self._offer(follow_up=True)
+        self._respond(
+            self.brain.reply_to_late_result(result.call_id, result.name, result.envelope, offer)
+        )
 
     async def cancel_response(self) -> None:
         self._end_active("cancelled")
@@ -212,11 +252,24 @@ class LocalTransport:
             response.heard_limit = words_heard(played_ms)
             self.history[response.history_index] = ("assistant", response.remembered_text())
 
-    async def update(self, *, mode: Mode | None = None, instructions: str | None = None) -> None:
+    async def update(
+        self,
+        *,
+        mode: Mode | None = None,
+        instructions: str | None = None,
+        turn_detection: TurnDetection | None = None,
+        tool_choice: ToolChoice | None = None,
+    ) -> None:
         if mode is not None:
             self.mode = mode
         if instructions is not None:
             self.instructions = instructions
+        if turn_detection is not None and turn_detection.manual != self.turn_detection.manual:
+            await self.clear_audio()  # an utterance in progress belongs to neither way
+        if turn_detection is not None:
+            self.turn_detection = turn_detection
+        if tool_choice is not None:
+            self.tool_choice = tool_choice
 
     async def close(self) -> None:
         if self._closed:
@@ -227,14 +280,22 @@ class LocalTransport:
 
     # Replies --------------------------------------------------------------------------------
 
-    def _utterance_ended(self, ended: UtteranceEnded) -> None:
+    def _offer(self, *, follow_up: bool = False) -> ToolOffer:
+        choice = follow_up_choice(self.tool_choice) if follow_up else self.tool_choice
+        return ToolOffer(self._tool_names, choice)
+
+    def _utterance_ended(self, ended: UtteranceEnded, *, respond: bool = True) -> None:
         if ended.speech_detected:
             self._emit(SpeechStopped())
         transcript = utterance_transcript(ended.duration_ms)
         self._emit(TranscriptDone(role="user", text=transcript))
         self._emit(UserInputTranscribed(transcript))
         self.history.append(("user", transcript))
-        self._respond(self.brain.reply_to_utterance(ended.duration_ms))
+        if not respond:
+            self._unanswered_ms = (self._unanswered_ms or 0) + ended.duration_ms
+            return
+        duration_ms, self._unanswered_ms = ended.duration_ms + (self._unanswered_ms or 0), None
+        self._respond(self.brain.reply_to_utterance(duration_ms, self._offer()))
 
     def _respond(self, reply: Reply) -> None:
         self._end_active("cancelled")

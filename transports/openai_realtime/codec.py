@@ -303,9 +303,7 @@ class RealtimeCodec(RealtimeInputs):
             out.append(ev.UpstreamNotice(str(error.get("code") or "response_failed"), message))
         usage = response.get("usage")
         out.append(ev.ResponseDone(response_id, status, usage if isinstance(usage, dict) else None))
-        if self._want_response:
-            self._want_response = False
-            self.request_response()
+        self.request_wanted()
         return out
 
     def _speech_started(self, event: Mapping[str, Any]) -> list[ev.UpstreamEvent]:

@@ -10,6 +10,7 @@ rules both keep are in the theory of operation of ``codec``. Pure: no I/O, no cl
 from __future__ import annotations
 
 import base64
+import dataclasses
 from binascii import b2a_base64
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
@@ -18,7 +19,7 @@ from typing import Any
 import orjson
 
 from transports import events as ev
-from transports.base import Mode, ToolResult, UpstreamConfig
+from transports.base import Mode, ToolChoice, ToolResult, TurnDetection, UpstreamConfig
 from transports.openai_realtime import wire
 from transports.openai_realtime.replay import Entry, ReplayLog
 from transports.openai_realtime.responses import ResponseState
@@ -61,9 +62,12 @@ class RealtimeInputs:
         self._requests = 0
         self._last_request = ""
         self._want_response = False
+        # The response wanted answers tool results only: a forced tool_choice is not applied.
+        self._want_follow_up = False
         self._holding_requested = False  # the awaited response.created is a holding line
         self._cancel_next = False  # the client cancelled a response that was not created yet
         self._commit_pending = False  # push-to-talk released while offline
+        self._commit_pending_respond = False  # ... and the model was asked to answer it
         # One of our items reached the conversation after the active response had started.
         self._unseen_input = False
         self._recent: OrderedDict[str, ResponseState] = OrderedDict()
@@ -105,10 +109,12 @@ class RealtimeInputs:
             encoded = b2a_base64(chunk, newline=False).decode("ascii")
         self.outbox.append(wire.audio_append(encoded))
 
-    def commit(self) -> None:
-        """Push-to-talk end of utterance: the model answers what it heard."""
+    def commit(self, *, respond: bool = True) -> None:
+        """Push-to-talk end of utterance: the model answers what it heard (unless not
+        ``respond``: then only ``request_response`` asks it to)."""
         if not self.connected:
             self._commit_pending = True  # resume() commits the buffered utterance
+            self._commit_pending_respond = self._commit_pending_respond or respond
             return
         chunk = self.uplink.flush()
         if chunk is not None:
@@ -116,11 +122,12 @@ class RealtimeInputs:
         if self.uplink.uncommitted >= self.uplink.min_commit:
             self.uplink.committed()
             self.outbox.append(wire.audio_commit())
-            self.request_response()
+            if respond:
+                self.request_response()
 
     def clear(self) -> None:
         self.uplink.clear()
-        self._commit_pending = False
+        self._commit_pending = self._commit_pending_respond = False
         self._send(wire.audio_clear())
 
     def user_text(self, text: str) -> None:
@@ -146,7 +153,7 @@ class RealtimeInputs:
             waiting.discard(result.call_id)
             if not waiting:
                 del self._awaiting[response_id]
-                self.request_response()
+                self.request_response(follow_up=True)
 
     def late_result(self, result: ToolResult) -> None:
         self._add_item(
@@ -156,7 +163,7 @@ class RealtimeInputs:
                 f"after its turn: {_json(result.envelope)}",
             )
         )
-        self.request_response()
+        self.request_response(follow_up=True)
 
     def cancel(self) -> None:
         """The client's ``response.cancel``: stop the answer in progress (or about to start)."""
@@ -191,7 +198,18 @@ class RealtimeInputs:
                 entry.text = r.heard_text(item.item_id)
             break
 
-    def update(self, *, mode: Mode | None = None, instructions: str | None = None) -> None:
+    def update(
+        self,
+        *,
+        mode: Mode | None = None,
+        instructions: str | None = None,
+        turn_detection: TurnDetection | None = None,
+        tool_choice: ToolChoice | None = None,
+    ) -> None:
+        changes: dict[str, Any] = {"turn_detection": turn_detection, "tool_choice": tool_choice}
+        given = {name: value for name, value in changes.items() if value is not None}
+        if given:
+            self.config = dataclasses.replace(self.config, **given)
         if mode is not None and mode != self.mode:
             self.mode = mode
             if mode == "text":  # audio the server holds would start a voice turn later
@@ -214,15 +232,33 @@ class RealtimeInputs:
         self.outbox.append(wire.holding_line(self._requested, instructions, modalities))
         return True
 
-    def request_response(self) -> None:
+    def request_response(self, *, follow_up: bool = False) -> None:
+        """Ask the model to answer (now, or once the response in progress ends); a
+        ``follow_up`` answers tool results only."""
         if not self.connected or self._active is not None or self._requested:
+            self._want_follow_up = follow_up and (self._want_follow_up or not self._want_response)
             self._want_response = True
             return
-        self.outbox.append(self._response_create())
+        self.outbox.append(self._response_create(follow_up))
 
-    def _response_create(self) -> str:
+    def _wanted_response(self) -> str:
+        follow_up, self._want_follow_up = self._want_follow_up, False
+        self._want_response = False
+        return self._response_create(follow_up)
+
+    def request_wanted(self) -> None:
+        """The response that waited for the one in progress to end is asked for now."""
+        if self._want_response:
+            follow_up, self._want_follow_up = self._want_follow_up, False
+            self._want_response = False
+            self.request_response(follow_up=follow_up)
+
+    def _response_create(self, follow_up: bool) -> str:
         self._requests += 1
         self._requested = self._last_request = f"{_RESPONSE_CREATE_ID}{self._requests}"
+        choice = self.config.tool_choice
+        if follow_up and choice not in ("auto", "none"):  # never forced to call again
+            return wire.response_create(self._requested, "auto")
         return wire.response_create(self._requested)
 
     def _cancel(self, r: ResponseState, *, by_client: bool = False) -> None:
@@ -276,13 +312,14 @@ class RealtimeInputs:
             frames.append(wire.audio_append(base64.b64encode(chunk).decode("ascii")))
         if self._commit_pending:
             self._commit_pending = False
+            respond, self._commit_pending_respond = self._commit_pending_respond, False
             if self.uplink.uncommitted >= self.uplink.min_commit:
                 self.uplink.committed()
                 frames.append(wire.audio_commit())
-                self._want_response = True
+                if respond:  # a user turn: never a follow-up
+                    self._want_response, self._want_follow_up = True, False
         if self._want_response:
-            self._want_response = False
-            frames.append(self._response_create())
+            frames.append(self._wanted_response())
         return frames
 
 

@@ -38,8 +38,10 @@ from transports import events as ev
 from transports.base import (
     Capabilities,
     Mode,
+    ToolChoice,
     Transport,
     TransportError,
+    TurnDetection,
     UpstreamConfig,
 )
 from transports.codec_shell import CodecShell
@@ -160,8 +162,22 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
     async def truncate(self, response_id: str, played_ms: int) -> None:
         await self._do(lambda c: c.truncate(response_id, played_ms))
 
-    async def update(self, *, mode: Mode | None = None, instructions: str | None = None) -> None:
-        await self._do(lambda c: c.update(mode=mode, instructions=instructions))
+    async def update(
+        self,
+        *,
+        mode: Mode | None = None,
+        instructions: str | None = None,
+        turn_detection: TurnDetection | None = None,
+        tool_choice: ToolChoice | None = None,
+    ) -> None:
+        await self._do(
+            lambda c: c.update(
+                mode=mode,
+                instructions=instructions,
+                turn_detection=turn_detection,
+                tool_choice=tool_choice,
+            )
+        )
 
     async def say_holding_line(self, instructions: str) -> bool:
         """``HoldingLines``: an out-of-band response while a slow tool call runs."""

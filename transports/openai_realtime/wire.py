@@ -15,7 +15,8 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 import orjson
 
-from transports.base import Mode, UpstreamConfig
+from transports.base import ForcedTool, Mode, ToolChoice, UpstreamConfig
+from transports.base import TurnDetection as Turns
 
 __all__ = [
     "AUDIO_BYTES_PER_MS",
@@ -43,7 +44,9 @@ __all__ = [
     "session_config",
     "session_update",
     "system_text_item",
+    "tool_choice",
     "truncate",
+    "turn_detection",
     "user_text_item",
 ]
 
@@ -74,7 +77,11 @@ class TurnDetection(TypedDict):
     type: Literal["server_vad", "semantic_vad"]
     create_response: bool
     interrupt_response: bool
+    threshold: NotRequired[float]
+    prefix_padding_ms: NotRequired[int]
     silence_duration_ms: NotRequired[int]
+    idle_timeout_ms: NotRequired[int | None]
+    eagerness: NotRequired[str]
 
 
 class Transcription(TypedDict):
@@ -105,13 +112,21 @@ class FunctionTool(TypedDict):
     parameters: dict[str, Any]
 
 
+class NamedFunction(TypedDict):
+    type: Literal["function"]
+    name: str
+
+
+WireToolChoice = Literal["auto", "none", "required"] | NamedFunction
+
+
 class SessionConfig(TypedDict):
     type: Literal["realtime"]
     instructions: str
     output_modalities: list[Literal["audio", "text"]]
     audio: Audio
     tools: list[FunctionTool]
-    tool_choice: Literal["auto", "none"]
+    tool_choice: WireToolChoice
     model: NotRequired[str]
 
 
@@ -185,12 +200,33 @@ def item_create(item: Item) -> str:
     return _json({"type": "conversation.item.create", "item": item})
 
 
-def response_create(event_id: str | None = None) -> str:
-    # No overrides: the session's tools and tool_choice "auto" (never "required": it loops).
+def response_create(event_id: str | None = None, choice: WireToolChoice | None = None) -> str:
+    # The session's tools; its tool_choice unless ``choice`` overrides it for this response
+    # (a reply to tool results is never forced to call again: it would loop).
     # The event id comes back in error.event_id if the server refuses this response.
-    if event_id is None:
-        return '{"type":"response.create"}'
-    return _json({"type": "response.create", "event_id": event_id})
+    event: dict[str, Any] = {"type": "response.create"}
+    if event_id is not None:
+        event["event_id"] = event_id
+    if choice is not None:
+        event["response"] = {"tool_choice": choice}
+    return _json(event)
+
+
+def tool_choice(choice: ToolChoice) -> WireToolChoice:
+    if isinstance(choice, ForcedTool):
+        return {"type": "function", "name": choice.name}
+    return choice
+
+
+def turn_detection(turns: Turns) -> TurnDetection | None:
+    """The session's ``turn_detection``: None for manual turns; else the client's own
+    detector settings (whatever the gateway does not set itself), else server VAD."""
+    if turns.manual:
+        return None
+    detection: dict[str, Any] = {"type": "server_vad", **(turns.settings or {})}
+    # The gateway answers every turn and lets speech cut a reply (it cancels itself).
+    detection.update(create_response=True, interrupt_response=True)
+    return detection  # type: ignore[return-value]
 
 
 def holding_line(event_id: str, instructions: str, modalities: list[str]) -> str:
@@ -266,7 +302,9 @@ def session_config(
     *,
     transcription_model: str = DEFAULT_TRANSCRIPTION_MODEL,
 ) -> SessionConfig:
-    """The GA ``session.update`` body for this session in ``mode``."""
+    """The GA ``session.update`` body for this session in ``mode`` (and its turn detection and
+    tool choice: ``config``'s, which ``update`` replaces)."""
+    choice = config.tool_choice
     voice = mode == "voice"
     pcm: AudioFormat = (
         {"type": "audio/pcmu"}
@@ -288,15 +326,11 @@ def session_config(
         "audio": {
             "input": {
                 "format": pcm,
-                "turn_detection": (
-                    {"type": "server_vad", "create_response": True, "interrupt_response": True}
-                    if voice
-                    else None
-                ),
+                "turn_detection": turn_detection(config.turn_detection) if voice else None,
                 "transcription": transcription,
             },
             "output": output,
         },
         "tools": function_tools([t.provider_schemas["openaiRealtime"] for t in config.tools]),
-        "tool_choice": "auto",
+        "tool_choice": tool_choice(choice),
     }

@@ -132,7 +132,7 @@ def test_a_barge_in_keeps_the_results_due_and_an_interrupt_keeps_waiting_input()
 def test_a_context_update_checks_and_replaces_the_behaviors() -> None:
     session = FakeGeminiSession()
     session.handle({"setup": TEXT_SETUP})
-    update = {"tools": {"tools": [{"functionDeclarations": [{"name": "fast"}]}]}}
+    update = {"tools": {"tools": [{"functionDeclarations": [{"name": "slow"}]}]}}
     session.handle({"contextUpdate": update})
     assert session.config is not None
     assert session.config.non_blocking == frozenset()

@@ -33,7 +33,10 @@ async def test_the_command_line_serves_until_sigterm(tmp_path: Path) -> None:
             asyncio.timeout(TIMEOUT_S),
             websockets.connect(url, ssl=context, additional_headers=headers) as ws,
         ):
-            setup = {"model": "models/gemini-live-2.5-flash-preview"}
+            setup = {
+                "model": "models/gemini-live-2.5-flash-preview",
+                "tools": [{"functionDeclarations": [{"name": "ping"}]}],
+            }
             await ws.send(json.dumps({"setup": setup}))
             first = await ws.recv()
             turn = {"role": "user", "parts": [{"text": "/tool ping {}"}]}

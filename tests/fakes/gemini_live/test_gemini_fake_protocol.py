@@ -27,9 +27,12 @@ from transports.local.speech import plan_speech
 TIMEOUT_S = 5
 PATH = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
 NATIVE = "models/gemini-2.5-flash-native-audio-preview-12-2025"
+# The functions the tests' turns call: the model calls only functions it was given.
+CALLED = ("a", "b", "book", "lookup", "lost", "ping", "pong")
 TEXT_SETUP: dict[str, Any] = {
     "model": "models/gemini-live-2.5-flash-preview",
     "generationConfig": {"responseModalities": ["TEXT"]},
+    "tools": [{"functionDeclarations": [{"name": name} for name in CALLED]}],
 }
 RESUMABLE = {**TEXT_SETUP, "sessionResumption": {}}
 AUDIO_SETUP: dict[str, Any] = {

@@ -547,7 +547,8 @@ def test_a_text_turn_and_its_resumption_updates() -> None:
 
 
 def test_tools_hold_the_turn_and_barge_in_cancels_them() -> None:
-    session = started()
+    declared = [{"functionDeclarations": [{"name": "a"}, {"name": "b"}]}]
+    session = started(setup={"setup": {**TEXT_SETUP["setup"], "tools": declared}})
     asked = drain(session, session.handle(say('/tools a {} ;; b {"n":1}')))
     assert asked == [
         {

@@ -171,7 +171,8 @@ def test_events_are_frozen() -> None:
         (
             lambda: SessionUpdate(),
             ErrorCode.INVALID_EVENT,
-            "session.update: 'mode', 'instructions' or 'audio.input_rate' is required",
+            "session.update: 'mode', 'instructions', 'audio.input_rate', 'turn_detection' or "
+            "'tool_choice' is required",
         ),
         (
             lambda: Ping(id=[1]),  # type: ignore[arg-type]

@@ -336,15 +336,18 @@ INVALID_EVENTS: list[tuple[dict[str, Any], str]] = [
     ),
     (
         {"type": "session.update", "audio": {}},
-        "session.update: 'mode', 'instructions' or 'audio.input_rate' is required",
+        "session.update: 'mode', 'instructions', 'audio.input_rate', 'turn_detection' or "
+        "'tool_choice' is required",
     ),
     (
         {"type": "session.update"},
-        "session.update: 'mode', 'instructions' or 'audio.input_rate' is required",
+        "session.update: 'mode', 'instructions', 'audio.input_rate', 'turn_detection' or "
+        "'tool_choice' is required",
     ),
     (
         {"type": "session.update", "mode": None, "instructions": None},
-        "session.update: 'mode', 'instructions' or 'audio.input_rate' is required",
+        "session.update: 'mode', 'instructions', 'audio.input_rate', 'turn_detection' or "
+        "'tool_choice' is required",
     ),
     (
         {"type": "session.update", "mode": "chat"},
