@@ -61,14 +61,21 @@ def _targets(text: str) -> tuple[str, ...]:
 
 
 def _with_baseline(targets: tuple[str, ...], baseline: Path | None) -> tuple[str, ...]:
-    """The baseline row right after ours when there is a baseline; never without one."""
-    rows = tuple(t for t in targets if t != "gateway_base")
+    """Each baseline row right after ours when there is a baseline (``gateway_base`` always,
+    ``gateway_compat_base`` with ``gateway_compat``); never without one."""
+    from bench.suite_targets import BASELINE_ROWS
+
+    rows = tuple(t for t in targets if t not in BASELINE_ROWS.values())
     if baseline is None:
         return rows
     if "gateway" not in rows:
-        return (*rows, "gateway_base")
-    at = rows.index("gateway") + 1
-    return (*rows[:at], "gateway_base", *rows[at:])
+        rows = (*rows, "gateway_base")
+    with_base: list[str] = []
+    for row in rows:
+        with_base.append(row)
+        if row in BASELINE_ROWS:
+            with_base.append(BASELINE_ROWS[row])
+    return tuple(with_base)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -91,7 +98,8 @@ def _parser() -> argparse.ArgumentParser:
     suite.add_argument(
         "--baseline",
         metavar="REV",
-        help="also run the gateway as it was at commit REV (row gateway_base), same load, same run",
+        help="also run the gateway as it was at commit REV (row gateway_base, and "
+        "gateway_compat_base beside gateway_compat), same load, same run",
     )
     gemini = parser.add_argument_group("relay --provider gemini (the older bench)")
     gemini.add_argument("--provider", choices=["openai", "gemini"], default="openai")

@@ -13,13 +13,15 @@ are measured on it in the same run, interleaved, repetition after repetition:
 
 Frames are 20 ms of PCM16 at the provider's input rate (``bench.relay_targets``).
 For each target and session count every session sends one stamped 20 ms frame per period and
-each frame's round trip is measured (see ``bench.relay_load``). The relaying process (the
-gateway, or the fake for ``direct``) is pinned alone to one core, the load generator and the fake
-behind the gateway to the other; its CPU (``/proc/<pid>/stat``) over the measured window divided
-by the frame pairs it relayed is its cost per frame pair. The CPU that other processes used in
-the same window is recorded, and a run where they used more than ``NOISY_OTHER_CORES`` is
-flagged noisy. Results: a table (medians with [min–max] over repetitions) and
-``<out>/relay.json`` (``relay_<provider>.json`` for other providers) with every repetition.
+each frame's round trip is measured from the session's first frame (see ``bench.relay_load``):
+p50, p99 and the slowest, and the slowest of the sessions' first seconds, beside the CPU. The
+relaying process (the gateway, or the fake for ``direct``) is pinned alone to one core, the load
+generator and the fake behind the gateway to the other; its CPU (``/proc/<pid>/stat``) over the
+measured window divided by the frame pairs it relayed is its cost per frame pair. The CPU that
+other processes used in the same window is recorded, and a run where they used more than
+``NOISY_OTHER_CORES`` is flagged noisy. Results: a table (medians with [min–max] over
+repetitions) and ``<out>/relay.json`` (``relay_<provider>.json`` for other providers) with
+every repetition.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ from bench.relay_targets import GEMINI_MODEL, PROVIDERS, Provider, ProviderSpec,
 
 __all__ = ["main", "output_name"]
 
-WARMUP_FRAMES = 100
+WARMUP_FRAMES = 0  # measured from each session's first frame: its start is part of the load
 _RELAYING_ROLE: dict[Target, str] = {"direct": "fake", "gateway": "gateway"}
 _UPSTREAM_COMPRESSION: dict[Provider, str] = {
     "openai": "none on either client hop; the gateway's upstream hop is the openai SDK's "
@@ -158,6 +160,7 @@ def _record(target: Target, sessions: int, rep: int, result: LoadResult) -> dict
         "p50_ms": _ms(percentile(trips, 50)) if trips else None,
         "p99_ms": _ms(percentile(trips, 99)) if trips else None,
         "max_ms": _ms(max(trips)) if trips else None,
+        "first_second_max_ms": (_ms(max(result.first_second_s)) if result.first_second_s else None),
         "send_lag_p99_ms": _ms(percentile(result.send_lags_s, 99)) if result.send_lags_s else None,
         "setup_s": round(result.setup_s, 3),
         "relaying_process": _RELAYING_ROLE[target],

@@ -11,8 +11,9 @@ Two ways to reach the same echoing upstream (the provider's fake), one codec eac
 Every session sends frame ``n`` at ``start + n × period`` on the loop clock (so a late send does
 not push the later ones back), the sessions' starts spread over one period. A frame's round trip
 runs from its send to the moment the same frame (matched by its stamp) is back; the first
-``warmup_frames`` of each session are not measured, and a frame not back ``grace_s`` after the
-session's last send is lost. Every wait is bounded.
+``warmup_frames`` of each session are not measured (``scripts/bench relay`` measures from the
+first: 0), those of each session's first second are also kept apart, and a frame not back
+``grace_s`` after the session's last send is lost. Every wait is bounded.
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ class LoadPlan:
 @dataclass
 class LoadResult:
     round_trips_s: list[float] = field(default_factory=list)  # measured frames only
+    # each session's first second (its first fps frames), measured or not
+    first_second_s: list[float] = field(default_factory=list)
     sent: int = 0  # measured frames sent
     returned: int = 0  # measured frames back
     lost: int = 0  # measured frames sent and not back in time
@@ -203,6 +206,8 @@ async def _receive_frames(
                     back += 1
                     if not stamp.intact:
                         result.corrupt += 1
+                    if stamp.sequence < plan.fps:
+                        result.first_second_s.append(arrived - sent_at)
                     if stamp.sequence >= plan.warmup_frames:
                         trip = arrived - sent_at
                         result.returned += 1

@@ -5,12 +5,16 @@ Per repetition, targets interleaved (the order reversed every other repetition):
 1. ping-pong: ``rounds`` serial round trips of one session (after ``warmup`` unmeasured ones);
    the paced Pipecat row does fewer (``paced_rounds``): each of its round trips waits out its
    playback clock;
-2. load: for each ``LoadLevel``, ``sessions`` × ``fps`` for ``seconds`` (after ``warmup``
-   frames per session), every target of that level.
+2. load: for each ``LoadLevel``, ``sessions`` × ``fps`` for ``seconds``, every target of that
+   level, measured from each session's first frame (``load_warmup`` 0: a session's start is
+   part of what a client lives through; the slowest frame of the sessions' first seconds is
+   reported on its own, beside their set-up).
 
 Added latency is over ``direct`` in the same repetition. CPU per frame pair is the relaying
-process's CPU over the measured window divided by the frames it relayed. Results: tables on
-stdout, ``<out>/relay.json`` with every run. ``--provider gemini`` is the older direct-vs-gateway
+process's CPU over the measured window divided by the frames it relayed; each table shows it
+beside p50, p99 and the slowest frame. Ratios per repetition compare ``gateway_compat``'s tail
+with ``gateway``'s, and each row with its ``--baseline`` row. Results: tables on stdout,
+``<out>/relay.json`` with every run. ``--provider gemini`` is the older direct-vs-gateway
 bench (``bench.relay_bench``, Python load generator): the Go one speaks no Gemini.
 """
 
@@ -22,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.suite_measure import Run
-from bench.suite_report import cpu_table, latency_table, target_notes
+from bench.suite_report import cpu_table, latency_table, ratios_block, target_notes
 from bench.suite_session import Suite, machine_info, open_suite, write_json
-from bench.suite_stats import summarize_group
+from bench.suite_stats import paired_ratios, summarize_group
 from bench.suite_targets import DEFAULT_TARGETS, SPECS
 
 __all__ = ["LoadLevel", "RelayPlan", "main", "render", "run_relay"]
@@ -39,7 +43,20 @@ HIGH_LOAD_TARGETS = (
     "gateway",
     "gateway_compat",
     "gateway_base",
+    "gateway_compat_base",
     "gateway_traced",
+)
+# (name, numerator row, denominator row, key) of the ratios shown per repetition.
+RATIOS = (
+    ("gateway_compat ÷ gateway p99", "gateway_compat", "gateway", "p99_ms"),
+    ("gateway_compat ÷ gateway max", "gateway_compat", "gateway", "max_ms"),
+    ("gateway ÷ gateway_base CPU", "gateway", "gateway_base", "relay_cpu_us_per_frame"),
+    (
+        "gateway_compat ÷ gateway_compat_base CPU",
+        "gateway_compat",
+        "gateway_compat_base",
+        "relay_cpu_us_per_frame",
+    ),
 )
 
 
@@ -57,7 +74,7 @@ class RelayPlan:
     rounds: int = 2000
     paced_rounds: int = 250
     warmup: int = 100  # ping-pong round trips
-    load_warmup: int = 50  # frames per session
+    load_warmup: int = 0  # frames per session not measured: none, from the first frame
     fps: float = 50.0
     loads: tuple[LoadLevel, ...] = field(
         default=(LoadLevel(50, 10.0), LoadLevel(100, 5.0, HIGH_LOAD_TARGETS))
@@ -98,7 +115,7 @@ class RelayPlan:
                             sessions=level.sessions,
                             fps=self.fps,
                             seconds=level.seconds,
-                            warmup=self.warmup,
+                            warmup=self.load_warmup,
                         )
                     )
         return runs
@@ -126,10 +143,21 @@ def run_relay(suite: Suite, plan: RelayPlan) -> dict[str, Any]:
 def summarize(records: list[dict[str, Any]], plan: RelayPlan) -> dict[str, Any]:
     targets = list(plan.targets)
     pingpong = [r for r in records if r["kind"] == "pingpong"]
-    summary: dict[str, Any] = {"pingpong": summarize_group(pingpong, targets), "load": {}}
+    summary: dict[str, Any] = {
+        "pingpong": summarize_group(pingpong, targets),
+        "load": {},
+        "ratios": {},
+    }
     for level in plan.loads:
         at_level = [r for r in records if r["kind"] == "load" and r["sessions"] == level.sessions]
         summary["load"][str(level.sessions)] = summarize_group(at_level, targets)
+        pairs = {
+            name: paired_ratios(at_level, top, bottom, key)
+            for name, top, bottom, key in RATIOS
+            if {top, bottom} <= set(targets)
+        }
+        if pairs:
+            summary["ratios"][str(level.sessions)] = pairs
     return summary
 
 
@@ -148,14 +176,19 @@ def render(report: dict[str, Any]) -> str:
         parts.append(
             latency_table(
                 f"{level['sessions']} sessions × {plan['fps']:g} frames/s × "
-                f"{level['seconds']:g} s, {plan['reps']} reps",
+                f"{level['seconds']:g} s from each session's first frame, {plan['reps']} reps",
                 summary["load"][str(level["sessions"])],
+                load=True,
             )
         )
     by_sessions = {int(n): rows for n, rows in summary["load"].items()}
     parts.append(cpu_table(by_sessions))
+    if summary.get("ratios"):
+        parts.append(ratios_block(summary["ratios"]))
     parts.append(
         "median [min–max] over repetitions; added = target − direct in the same repetition; "
+        "1st s max: the slowest frame of any session's first second; setup: connect to audio "
+        "ready (gateway: session.started; /v1/realtime: session.updated); "
         "lost = frames lost or altered / sent.\n\n" + target_notes(list(plan["targets"]))
     )
     return "\n\n".join(parts)

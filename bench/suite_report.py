@@ -13,7 +13,14 @@ from bench.relay_stats import NOISY_OTHER_CORES, Spread
 from bench.suite_stats import KNEE_ADDED_P99_MS
 from bench.suite_targets import SPECS
 
-__all__ = ["capacity_table", "cpu_table", "latency_table", "markdown_table", "target_notes"]
+__all__ = [
+    "capacity_table",
+    "cpu_table",
+    "latency_table",
+    "markdown_table",
+    "ratios_block",
+    "target_notes",
+]
 
 
 def cell(spread: Mapping[str, float] | None, decimals: int) -> str:
@@ -42,33 +49,41 @@ def _lost(row: Mapping[str, Any]) -> str:
     return f"{shown}; {failed} run(s) failed" if failed else shown
 
 
-def latency_table(title: str, rows: Sequence[Mapping[str, Any]]) -> str:
-    """Round trips and what each target adds over ``direct``; lost, noisy runs."""
-    header = [
-        "target",
-        "p50 ms",
-        "p99 ms",
-        "added p50 ms",
-        "added p99 ms",
-        "CPU µs/frame pair",
-        "lost",
-        "noisy/reps",
-    ]
-    body = [
-        [
-            row["target"],
-            cell(row["p50_ms"], 3),
-            cell(row["p99_ms"], 3),
+def latency_table(title: str, rows: Sequence[Mapping[str, Any]], *, load: bool = False) -> str:
+    """Round trips (p50, p99 and the slowest) beside the CPU per frame pair, and what each
+    target adds over ``direct``; lost, noisy runs. ``load``: also the slowest frame of the
+    sessions' first seconds and the sessions' set-up (what a first frame is compared with)."""
+    header = ["target", "p50 ms", "p99 ms", "max ms"]
+    if load:
+        header += ["1st s max ms", "setup p50 / max ms"]
+    header += ["CPU µs/frame pair", "added p50 ms", "added p99 ms", "lost", "noisy/reps"]
+    body = []
+    for row in rows:
+        line = [row["target"], cell(row["p50_ms"], 3), cell(row["p99_ms"], 3)]
+        line.append(cell(row.get("max_ms"), 2))
+        if load:
+            line.append(cell(row.get("first_second_max_ms"), 2))
+            line.append(f"{cell(row.get('setup_p50_ms'), 1)} / {cell(row.get('setup_max_ms'), 1)}")
+        line += [
+            cell(row["relay_cpu_us_per_frame"], 0),
             cell(row["added_p50_ms"], 3),
             cell(row["added_p99_ms"], 3),
-            cell(row["relay_cpu_us_per_frame"], 0),
             _lost(row),
             f"{row['noisy_reps']}/{row['reps']}"
             + (f" ({row['reruns']} rerun)" if row["reruns"] else ""),
         ]
-        for row in rows
-    ]
+        body.append(line)
     return f"**{title}**\n\n" + markdown_table(header, body)
+
+
+def ratios_block(ratios: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]]) -> str:
+    """Per session count, each compared pair's ratio in every repetition (``paired_ratios``)."""
+    lines = ["**Ratios per repetition** (each measured side by side in the same repetition)", ""]
+    for sessions, pairs in ratios.items():
+        for name, values in pairs.items():
+            shown = ", ".join(f"{v['ratio']:.2f}" for v in values) or "–"
+            lines.append(f"- {sessions} sessions, {name}: {shown}")
+    return "\n".join(lines)
 
 
 def cpu_table(by_sessions: Mapping[int, Sequence[Mapping[str, Any]]]) -> str:

@@ -20,12 +20,27 @@ __all__ = [
     "delivered_all",
     "latest",
     "level_passed",
+    "paired_ratios",
     "run_record",
     "spread_of",
     "summarize_group",
 ]
 
 KNEE_ADDED_P99_MS = 10.0  # a ramp level passes with every frame back and p99 added ≤ this
+
+
+# Spreads over repetitions in a summary row: latency from each session's first frame (the
+# tail: p99 and the slowest frame; a session's first second alone), set-up, CPU, noise.
+_SPREAD_KEYS = (
+    "p50_ms",
+    "p99_ms",
+    "max_ms",
+    "first_second_max_ms",
+    "setup_p50_ms",
+    "setup_max_ms",
+    "relay_cpu_us_per_frame",
+    "other_cores",
+)
 
 
 def _number(value: Any) -> float | None:
@@ -43,6 +58,7 @@ def run_record(
     ``held_back_frames``: per session, tail frames a resampler may keep (not counted lost)."""
     rtt = raw.get("rtt_ms") or {}
     setup = raw.get("setup_ms") or {}
+    first_second = raw.get("first_second_ms") or {}
     received = int(raw.get("received") or 0)
     sessions = int(run.get("sessions") or 1)
     record: dict[str, Any] = dict(run)
@@ -68,6 +84,9 @@ def run_record(
             "setup_p50_ms": _number(setup.get("p50")),
             "setup_p99_ms": _number(setup.get("p99")),
             "setup_max_ms": _number(setup.get("max")),
+            # each session's first second (its first fps frames), warm-up or not
+            "first_second_p99_ms": _number(first_second.get("p99")),
+            "first_second_max_ms": _number(first_second.get("max")),
             "window_s": _number(raw.get("window_s")),
             "cdf": raw.get("cdf") or [],
         }
@@ -146,7 +165,7 @@ def summarize_group(
         if not rows_t:
             continue
         row: dict[str, Any] = {"target": target, "reps": len(rows_t)}
-        for key in ("p50_ms", "p99_ms", "relay_cpu_us_per_frame", "other_cores"):
+        for key in _SPREAD_KEYS:
             row[key] = spread_of([r.get(key) for r in rows_t])
         for key in ("p50_ms", "p99_ms"):
             direct = by_target.get("direct", [])
@@ -158,6 +177,25 @@ def summarize_group(
         row["reruns"] = sum(1 for r in records if r["target"] == target and r.get("superseded"))
         rows.append(row)
     return rows
+
+
+def paired_ratios(
+    records: Sequence[Mapping[str, Any]], numerator: str, denominator: str, key: str
+) -> list[dict[str, Any]]:
+    """``numerator ÷ denominator`` for ``key``, one per repetition both rows have (the kept
+    record of a rerun): e.g. ``gateway_compat`` p99 over ``gateway``'s, or a row's CPU over its
+    baseline's, measured side by side."""
+    current = latest(records)
+    below = {r["rep"]: r.get(key) for r in current if r["target"] == denominator}
+    ratios = []
+    for record in sorted(current, key=lambda r: int(r["rep"])):
+        if record["target"] != numerator:
+            continue
+        top, bottom = record.get(key), below.get(record["rep"])
+        if top is None or not bottom:
+            continue
+        ratios.append({"rep": record["rep"], "ratio": round(float(top) / float(bottom), 3)})
+    return ratios
 
 
 def level_passed(

@@ -24,6 +24,7 @@ import orjson
 
 __all__ = [
     "ALL_TARGETS",
+    "BASELINE_ROWS",
     "DEFAULT_TARGETS",
     "FRAME_MS",
     "OPTIONAL_TARGETS",
@@ -204,6 +205,19 @@ SPECS: dict[str, TargetSpec] = {
             ),
         ),
         TargetSpec(
+            "gateway_compat_base",
+            "openai",
+            "gateway_base",
+            "gateway_compat at the baseline commit (--baseline REV): /v1/realtime measured "
+            "against the code before, in the same run",
+            path=f"/v1/realtime?model={COMPAT_MODEL}",
+            session_update=compat_session_update(),
+            compression=(
+                ("client → gateway", "off (aiohttp: compress=False on /v1/realtime)"),
+                ("gateway → fake", "off (the openai SDK's default)"),
+            ),
+        ),
+        TargetSpec(
             "gateway_base_16k",
             "gateway",
             "gateway_base",
@@ -264,8 +278,18 @@ ALL_TARGETS: tuple[str, ...] = tuple(SPECS)
 # Rows not run by default: ``gateway_base`` needs ``--baseline REV``; the Redis rows belong to
 # ``scripts/bench scale``; ``gateway_traced`` is asked for beside ``gateway`` (tracing's cost).
 OPTIONAL_TARGETS = frozenset(
-    {"gateway_base", "gateway_base_16k", "gateway_redis", "gateway_w2", "gateway_traced"}
+    {
+        "gateway_base",
+        "gateway_compat_base",
+        "gateway_base_16k",
+        "gateway_redis",
+        "gateway_w2",
+        "gateway_traced",
+    }
 )
+# With ``--baseline REV``: our rows that get the row measuring them at REV right after them
+# (``gateway_base_16k`` is asked for by name).
+BASELINE_ROWS: dict[str, str] = {"gateway": "gateway_base", "gateway_compat": "gateway_compat_base"}
 # The gateway rows that share sessions through Redis, and their worker processes.
 REDIS_TARGETS = {"gateway_redis": 1, "gateway_w2": 2}
 DEFAULT_TARGETS: tuple[str, ...] = tuple(t for t in SPECS if t not in OPTIONAL_TARGETS)

@@ -166,6 +166,15 @@ func (cfg *config) validate() error {
 	return nil
 }
 
+// firstSecondFrames is how many frames a load session sends in its first second (0 in
+// pingpong: one session, one frame at a time, no schedule).
+func (cfg *config) firstSecondFrames() int {
+	if cfg.mode != "load" {
+		return 0
+	}
+	return int(cfg.rate + 0.5)
+}
+
 // framesPerSession is how many frames each session sends, warm-up included.
 func (cfg *config) framesPerSession() int {
 	if cfg.mode == "pingpong" {

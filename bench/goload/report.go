@@ -11,7 +11,7 @@ const cdfPoints = 200 // at most, in the report's "cdf"
 // (after the warm-up) unless their name says otherwise.
 func (r *run) report(timedOut bool) map[string]interface{} {
 	var sent, received, unsent, mismatched, stray, errs int
-	var roundTrips, lags []float64
+	var roundTrips, lags, firstSecond []float64
 	readError := ""
 	for _, s := range r.sessions {
 		sent += s.sent
@@ -22,12 +22,14 @@ func (r *run) report(timedOut bool) map[string]interface{} {
 		errs += s.errors
 		roundTrips = append(roundTrips, s.roundTrips...)
 		lags = append(lags, s.lagsMs...)
+		firstSecond = append(firstSecond, s.firstSecond...)
 		if readError == "" && s.readError != "" && s.backCount < s.total {
 			readError = s.readError
 		}
 	}
 	sort.Float64s(roundTrips)
 	sort.Float64s(lags)
+	sort.Float64s(firstSecond)
 	setups := append([]float64(nil), r.setupsMs...)
 	sort.Float64s(setups)
 	report := map[string]interface{}{
@@ -52,6 +54,7 @@ func (r *run) report(timedOut bool) map[string]interface{} {
 		"setup_ms":           map[string]interface{}{"p50": quantile(setups, 0.5), "p99": quantile(setups, 0.99), "max": quantile(setups, 1)},
 		"rtt_ms":             roundTripSummary(roundTrips),
 		"cdf":                cdf(roundTrips),
+		"first_second_ms":    roundTripSummary(firstSecond), // warm-up or not
 		"send_lag_ms":        map[string]interface{}{"p99": quantile(lags, 0.99), "max": quantile(lags, 1)},
 		"window_s":           nil,
 		"loadgen_cpu_s":      nil,

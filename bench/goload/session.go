@@ -24,17 +24,18 @@ type session struct {
 	lagsMs []float64 // how late each measured frame went out after its due time
 
 	// receiver
-	back       []bool // stamp matching: frame k is back
-	backCount  int    // frames back, warm-up included
-	received   int    // measured frames back
-	roundTrips []float64
-	mismatched int
-	stray      int // unknown stamps, other sessions' frames, duplicates, excess audio
-	errors     int
-	pending    []byte // stamp matching: a partial frame, when a relay splits frames
-	bytesBack  int64  // bytes matching: audio bytes received
-	readError  string
-	arrivals   chan int // pingpong: frame numbers as they come back
+	back        []bool // stamp matching: frame k is back
+	backCount   int    // frames back, warm-up included
+	received    int    // measured frames back
+	roundTrips  []float64
+	firstSecond []float64 // load: round trips of the frames sent in the session's first second
+	mismatched  int
+	stray       int // unknown stamps, other sessions' frames, duplicates, excess audio
+	errors      int
+	pending     []byte // stamp matching: a partial frame, when a relay splits frames
+	bytesBack   int64  // bytes matching: audio bytes received
+	readError   string
+	arrivals    chan int // pingpong: frame numbers as they come back
 }
 
 func newSession(r *run, index int, conn *websocket.Conn) *session {
@@ -206,6 +207,9 @@ func (s *session) frameBack(k int, roundTripNs int64) {
 	if k >= s.run.cfg.warmup {
 		s.received++
 		s.roundTrips = append(s.roundTrips, float64(roundTripNs)/1e6)
+	}
+	if k < s.run.cfg.firstSecondFrames() { // measured or not: a session's start, on its own
+		s.firstSecond = append(s.firstSecond, float64(roundTripNs)/1e6)
 	}
 	if s.arrivals != nil {
 		select {

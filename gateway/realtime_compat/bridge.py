@@ -1,21 +1,24 @@
 """One client of the OpenAI-compatible endpoint: its GA events made into a gateway session's.
 
 Like the phone bridge, this is a client of one gateway ``Session``: it turns the GA client's
-events into ours (``input_audio_buffer.append`` → binary audio, ``commit`` → ``audio.commit``,
-a user message and ``response.create`` → ``text.send``, a ``function_call_output`` →
+events into ours (``input_audio_buffer.append`` → binary audio, ``commit`` → ``audio.commit``
+without a reply, a user message and ``response.create`` → ``text.send``, committed audio and
+``response.create`` → ``response.create``, a ``function_call_output`` →
 ``client_tool.output``, ``response.cancel``, a truncate → ``audio.playback``,
 ``session.update`` → ours) and the session's output, in order, into GA server events through
 the pure ``Translator``. The gateway's own tools run inside the session, under its policy, and
 are hidden from the client unless it asked to see them; the client's own tools
 (``session.tools``) are the session's ``client_tools``: their calls are the client's to answer.
 
-The session starts with the client's first event that needs the model (audio, an item, a
-response): a client's ``session.update`` before it (instructions, voice, output modality,
-tools) is the session's start, as OpenAI clients send it right after connecting. What cannot be
-done here is refused with an ``error`` event, never by dropping the socket: tools that break
-the rules of ``client_tools`` (a name of one of the gateway's tools, say), a change of tools or
-voice once the session has started, a system or audio message item, deleting an item the model
-has already seen.
+The session opens as the client connects (``early_session``), its upstream's connect
+overlapping the client's own set-up. Until the client's first event that needs the model
+(audio, an item, a response), a ``session.update`` shapes it as if it were its start, and its
+``session.updated`` goes out once the open session has it; the client's events wait their turn
+meanwhile, in order (the socket holds them, and stops reading past ``INBOX_LIMIT``). A start
+refused early is answered at the first use. What cannot be done here is refused with an
+``error`` event, never by dropping the socket: tools that break the rules of ``client_tools``
+(a name of one of the gateway's tools, say), a change of tools or voice once the session is in
+use, a system or audio message item, deleting an item the model has already seen.
 """
 
 from __future__ import annotations
@@ -31,7 +34,6 @@ import structlog
 from gateway.protocol import (
     AudioClear,
     AudioCommit,
-    AudioFormat,
     AudioPlayback,
     BinaryAudio,
     ClientToolOutput,
@@ -44,22 +46,25 @@ from gateway.protocol import (
     SessionUpdate,
     TextSend,
 )
+from gateway.protocol import ResponseCreate as AnswerNow
 from gateway.realtime_compat import client_wire as cw
 from gateway.realtime_compat.client_items import FunctionCallOutput, InputAudio, UserMessage
 from gateway.realtime_compat.client_tools import ToolCheck, client_tools_of
+from gateway.realtime_compat.early_session import EndUnused, SessionOpener
 from gateway.realtime_compat.errors import CompatError
+from gateway.realtime_compat.opening import AUDIO_RATE, session_start
 from gateway.realtime_compat.server_wire import ServerEvent, SessionIds
 from gateway.realtime_compat.session_config import SessionPatch, SessionView
 from gateway.realtime_compat.translate import Translator
+from gateway.realtime_compat.turn_options import turn_changes
 from gateway.session.outbound import Outbound
 from gateway.session.refusals import StartRefused
 from gateway.session.session import Session
 
-__all__ = ["AUDIO_RATE", "CompatBridge", "StartSession"]
+__all__ = ["AUDIO_RATE", "CompatBridge", "EndUnused", "StartSession"]
 
 _log = structlog.get_logger("realtime_compat")
 
-AUDIO_RATE = 24000  # PCM16 at 24 kHz both ways: the GA format this endpoint speaks
 SESSION_LIFETIME_S = 30 * 60
 
 StartSession = Callable[[SessionStart, Outbound], Awaitable[Session]]
@@ -80,6 +85,7 @@ class CompatBridge:
         model: str,
         provider: Provider | None,
         start_session: StartSession,
+        end_unused: EndUnused,
         max_audio_frames: int,
         check_tools: ToolCheck,
         show_tools: bool = False,
@@ -90,7 +96,6 @@ class CompatBridge:
         self._send = send
         self._write_now = write_now
         self._provider = provider
-        self._start_session = start_session
         self._check_tools = check_tools
         ids = SessionIds()
         self.translator = Translator(ids=ids, show_tools=show_tools)
@@ -104,10 +109,13 @@ class CompatBridge:
             ordered=True,
             write_audio_now=None if write_now is None else self._audio_out_now,
         )
-        self.session: Session | None = None
+        self._opener = SessionOpener(lambda start: start_session(start, self.outbound), end_unused)
+        self._live: Session | None = None  # in use: the client's events go to it
         self._writer: asyncio.Task[None] | None = None
         self._pending_text: list[tuple[str, str]] = []  # (item id, text) not yet sent
-        self._answer_expected = False  # a commit was sent: the gateway answers it by itself
+        # Audio committed and not answered yet: response.create asks for the answer (a commit
+        # only commits, as on OpenAI, whatever the turn detection).
+        self._committed_unanswered = False
         # A client tool's output was given: the gateway has the model go on by itself once the
         # calls of its batch are answered (as after its own tools), so response.create is that.
         self._tool_answer_expected = False
@@ -118,12 +126,20 @@ class CompatBridge:
 
     # Lifecycle -------------------------------------------------------------------------------
 
+    @property
+    def session(self) -> Session | None:
+        """The gateway session open for this socket (in use or not yet)."""
+        return self._opener.session
+
     async def open(self) -> None:
+        """``session.created``, and the session opening meanwhile (``early_session``)."""
         self._writer = asyncio.create_task(self.outbound.run())
         await self._emit(self.translator.session_created(self.view))
+        self._opener.open(self._wanted())
 
     async def close(self) -> None:
-        session = self.session
+        """The session ends with the socket (one still opening once it is open)."""
+        session = await self._opener.close()
         if session is not None and not session.ended.is_set():
             await session.on_client_event(SessionEnd(reason="the client closed the socket"))
         self.outbound.close()
@@ -133,36 +149,25 @@ class CompatBridge:
             except (TimeoutError, ConnectionError):
                 self._writer.cancel()
 
+    def _wanted(self) -> SessionStart:
+        return session_start(self.view, self._provider, self._check_tools)
+
     async def _started(self) -> Session:
-        """The gateway session, started now if this is the first event that needs it."""
-        if self.session is not None:
-            return self.session
-        view = self.view
-        voice = view.voice if isinstance(view.voice, str) else None
-        start = SessionStart(
-            mode=Mode.TEXT if view.modality == "text" else Mode.VOICE,
-            provider=self._provider,
-            # OpenAI's model by its name; the others pick theirs by mode (Gemini's voice and
-            # text models differ), from the gateway's settings.
-            model=view.model if self._provider is Provider.OPENAI else None,
-            voice=voice,
-            instructions=view.instructions or None,
-            audio=AudioFormat(input_rate=AUDIO_RATE, output_rate=AUDIO_RATE),
-            metadata={"client": "openai-realtime"},
-            client_tools=client_tools_of(view.tools, self._check_tools),
-        )
-        self.session = await self._start_session(start, self.outbound)
-        return self.session
+        """The session in use, made what the client's session shows (``StartRefused``: the
+        answer to its start)."""
+        if self._live is None:
+            self._live = await self._opener.in_use(self._wanted())
+        return self._live
 
     # Client → session --------------------------------------------------------------------------
 
     def audio_in_now(self, frame: str) -> bool:
         """The hot path of ``input_audio_buffer.append`` (the socket's ``direct_text``): once
-        the session has started, a well-formed append is handed to it at once, as
-        ``on_client_text`` would. Anything else is False, and takes ``on_client_text``, whose
+        the session is open as the client asked, a well-formed append is handed to it at once,
+        as ``on_client_text`` would. Anything else is False, and takes ``on_client_text``, whose
         decoder refuses it with OpenAI's error (``append_audio`` takes no frame that
         ``decode_client_event`` refuses, and gives the same audio for what it takes)."""
-        session = self.session
+        session = self._live or self._opener.ready()  # open, and what the client asked
         if session is None:
             return False
         appended = cw.append_audio(frame)
@@ -171,6 +176,7 @@ class CompatBridge:
         pcm, encoded = appended
         if not session.audio_now(pcm, encoded):
             return False
+        self._live = session  # in use from its first audio on, as ``_started`` makes it
         self.translator.input_appended(len(pcm))
         return True
 
@@ -199,9 +205,9 @@ class CompatBridge:
             case cw.InputAudioCommit(event_id=event_id):
                 session = await self._started()
                 echoes = self.translator.commit_input(event_id)
-                self._answer_expected = True
+                self._committed_unanswered = True
                 await self._emit(echoes)
-                await session.on_client_event(AudioCommit(event_id=event_id))
+                await session.on_client_event(AudioCommit(respond=False, event_id=event_id))
             case cw.InputAudioClear():
                 session = await self._started()
                 await self._emit(self.translator.clear_input())
@@ -295,11 +301,13 @@ class CompatBridge:
         if self._pending_text:
             text = "\n".join(text for _, text in self._pending_text)
             self._pending_text.clear()
-            self._answer_expected = False
+            self._committed_unanswered = False  # the reply to the text answers it too
             session = await self._started()
             await session.on_client_event(TextSend(text=text, event_id=event.event_id))
-        elif self._answer_expected:
-            self._answer_expected = False  # the commit's answer is on its way: this is it
+        elif self._committed_unanswered:
+            self._committed_unanswered = False
+            session = await self._started()
+            await session.on_client_event(AnswerNow(event_id=event.event_id))
         else:
             raise _unsupported(
                 "response.create needs a user message first (conversation.item.create) or "
@@ -308,7 +316,7 @@ class CompatBridge:
             )
 
     async def _update(self, patch: SessionPatch, event_id: str | None) -> None:
-        session = self.session
+        session = self._live
         if patch.tools is not None:
             if session is None:
                 try:
@@ -323,7 +331,10 @@ class CompatBridge:
                     event_id,
                     "session.tools",
                 )
-        view = self.view.apply(patch)
+        try:
+            view = self.view.apply(patch)
+        except CompatError as error:
+            raise error.for_event(event_id) from None
         if session is not None:
             if patch.voice is not None and view.voice != self.view.voice:
                 raise _unsupported(
@@ -332,11 +343,20 @@ class CompatBridge:
             mode = None
             if patch.modality is not None and view.modality != self.view.modality:
                 mode = Mode.TEXT if view.modality == "text" else Mode.VOICE
-            if mode is not None or patch.instructions is not None:
+            turns, choice = turn_changes(self.view, view)
+            if any(c is not None for c in (mode, patch.instructions, turns, choice)):
                 await session.on_client_event(
-                    SessionUpdate(mode=mode, instructions=patch.instructions, event_id=event_id)
+                    SessionUpdate(
+                        mode=mode,
+                        instructions=patch.instructions,
+                        turn_detection=turns,
+                        tool_choice=choice,
+                        event_id=event_id,
+                    )
                 )
         self.view = view
+        if session is None:  # the early session made this, before session.updated says so
+            await self._opener.shape(self._wanted())
         await self._emit(self.translator.session_updated(view))
 
     # Session → client --------------------------------------------------------------------------

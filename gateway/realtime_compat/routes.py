@@ -3,10 +3,12 @@
 Auth is the gateway's own, with the same checks as ``/v1/session`` (origin, draining, session
 limit, the JWT): the token comes as ``Authorization: Bearer …`` (what the OpenAI SDKs send as
 their API key) or, from a browser, in the ``openai-insecure-api-key.<token>`` subprotocol; the
-socket then speaks the ``realtime`` subprotocol. ``model`` picks the upstream: ``gpt-…`` OpenAI
-Realtime, ``gemini-…`` Gemini Live, ``local`` the embedded model; anything else the gateway's
-default provider (the name goes to it as its model). ``?gateway_tools=show`` shows the calls the
-gateway runs itself as conversation items (``translate``); by default the client never sees them.
+socket then speaks the ``realtime`` subprotocol. ``model`` picks the upstream
+(``model_names``): ``gpt-…`` OpenAI Realtime, ``gemini-…`` Gemini Live, ``local`` the embedded
+model; anything else the gateway's default provider. A name whose upstream this gateway does
+not serve gets an ``error`` listing the names it serves, then close 1008. ``?gateway_tools=show``
+shows the calls the gateway runs itself as conversation items (``translate``); by default the
+client never sees them.
 
 The socket reads GA events until the client closes it or the session ends; the close code says
 why (``server_wire.close_code``). A client mistake is an ``error`` event, never a close.
@@ -16,22 +18,24 @@ from __future__ import annotations
 
 import asyncio
 
+import orjson
 import structlog
 from aiohttp import web
 
 from gateway.admission import Admission, json_error
 from gateway.client_socket import ClientSocket, HandshakeRefused
 from gateway.config import Settings
-from gateway.protocol import Provider, SessionStart
+from gateway.protocol import EndReason, Provider, SessionStart
 from gateway.realtime_compat.bridge import CompatBridge
 from gateway.realtime_compat.client_tools import ToolCheck
-from gateway.realtime_compat.server_wire import close_code
+from gateway.realtime_compat.model_names import model_refusal, provider_for_model
+from gateway.realtime_compat.server_wire import SessionIds, close_code
 from gateway.session import Outbound, Session, SessionUser
 from gateway.session.client_tools import declarations_problem
 from gateway.session.manager import SessionManager
 from gateway.session.ratelimit import TokenBucket
 
-__all__ = ["RealtimeCompatRoutes", "provider_for_model"]
+__all__ = ["CLOSE_MODEL_NOT_SERVED", "RealtimeCompatRoutes"]
 
 _log = structlog.get_logger("realtime_compat")
 
@@ -39,18 +43,7 @@ SUBPROTOCOL = "realtime"
 KEY_SUBPROTOCOL = "openai-insecure-api-key."
 # A GA client may append up to a few seconds of audio in one event (base64 JSON).
 MAX_CLIENT_EVENT = 2 * 1024 * 1024
-
-
-def provider_for_model(model: str) -> Provider | None:
-    """The upstream a model name asks for; None: the gateway's default provider."""
-    name = model.lower()
-    if name.startswith("gpt-"):
-        return Provider.OPENAI
-    if name.startswith("gemini-"):
-        return Provider.GEMINI
-    if name == "local":
-        return Provider.LOCAL
-    return None
+CLOSE_MODEL_NOT_SERVED = 1008  # after the error that lists the names this gateway serves
 
 
 def _token(request: web.Request) -> str | None:
@@ -95,6 +88,12 @@ class RealtimeCompatRoutes:
             )
         except HandshakeRefused as bad:
             return json_error(bad.status, "bad_request", str(bad), bad.headers)
+        refusal = model_refusal(model, self.settings)
+        if refusal is not None:  # said at once, instead of a missing key at the first audio
+            error = {"type": "error", "event_id": SessionIds()("event"), "error": refusal.payload()}
+            await sock.send_text(orjson.dumps(error).decode())
+            await sock.close(CLOSE_MODEL_NOT_SERVED)
+            return sock.response
         await self._serve(
             sock, user, model, show_tools=request.query.get("gateway_tools") == "show"
         )
@@ -110,12 +109,18 @@ class RealtimeCompatRoutes:
             session.movable = False  # GA clients know no session.moving: it ends with the socket
             return session
 
+        async def end_unused(session: Session) -> None:
+            session.detach()  # its end is no news to the client: another session replaces it
+            await session.end(EndReason.CLIENT, "replaced before its first use")
+            await manager.forget(session)
+
         provider = provider_for_model(model)
         bridge = CompatBridge(
             sock.send_text,
             model=model,
             provider=provider,
             start_session=start_session,
+            end_unused=end_unused,
             max_audio_frames=self.settings.outbound_audio_frames,
             check_tools=self._tool_check(user, provider),
             show_tools=show_tools,
@@ -151,5 +156,10 @@ class RealtimeCompatRoutes:
         return lambda tools: declarations_problem(tools, visible, upstream)
 
     async def _read(self, sock: ClientSocket, bridge: CompatBridge) -> None:
+        audio_in_now = bridge.audio_in_now
         while (message := await sock.receive()) is not None:
+            # Appends held while the handler was busy (the session opening, say) take the hot
+            # path too: the same audio, in the same order, without a decode and an await each.
+            if type(message) is str and audio_in_now(message):
+                continue
             await bridge.on_client_text(message)

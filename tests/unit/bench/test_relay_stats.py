@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.relay_report import summarize
+from bench.relay_report import render, summarize
 from bench.relay_stats import (
     FRAME_BYTES,
     MAGIC,
@@ -216,6 +216,23 @@ def test_summary_pairs_gateway_with_direct_by_repetition() -> None:
     assert gateway["added_p99_ms"] == pytest.approx({"median": 0.60, "min": 0.30, "max": 1.00})
     assert gateway["noisy_reps"] == 1
     assert gateway["frames_sent"] == 37_500
+
+
+def test_the_gemini_table_shows_the_slowest_frames_beside_the_cpu() -> None:
+    from bench.relay_targets import PROVIDERS
+
+    runs = [
+        {**_run("gateway", rep, 0.5, 1.5, 150.0), "max_ms": 9.0 + rep, "first_second_max_ms": 8.0}
+        for rep in range(3)
+    ]
+    _, row = summarize(runs, [50])  # direct (no runs here), gateway
+    assert row["max_ms"] == {"median": 10.0, "min": 9.0, "max": 11.0}
+    assert row["first_second_max_ms"] == {"median": 8.0, "min": 8.0, "max": 8.0}
+    table = render([row], PROVIDERS["gemini"])
+    header = next(line for line in table.splitlines() if line.startswith("target"))
+    assert header.index("p99 ms") < header.index("max ms") < header.index("1st s max ms")
+    assert header.index("1st s max ms") < header.index("CPU µs/frame")
+    assert "10.00 [9.00–11.00]" in table
 
 
 def test_slow_frames_close_in_time_make_one_stall() -> None:

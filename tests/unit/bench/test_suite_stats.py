@@ -8,12 +8,14 @@ import pytest
 
 from bench.relay_stats import CpuUsage
 from bench.suite_procs import parse_comm_and_ppid, parse_vmrss_kb
+from bench.suite_report import latency_table
 from bench.suite_stats import (
     added_spread,
     capacity_rows,
     delivered_all,
     latest,
     level_passed,
+    paired_ratios,
     run_record,
     summarize_group,
 )
@@ -126,6 +128,47 @@ def test_a_group_summary_uses_the_kept_record_of_a_rerun() -> None:
     assert rows["direct"]["added_p50_ms"] is None
     assert rows["gateway"]["sent"] == 2000
     assert latest(records) == [r for r in records if r is not noisy]
+
+
+def test_the_tail_and_the_first_second_sit_beside_the_cpu_in_every_row() -> None:
+    first = {"n": 500, "p50": 0.4, "p99": 4.0, "max": 7.5}
+    records = [
+        _record("gateway", first_second_ms=first),
+        _record("gateway", rep=1, first_second_ms={**first, "max": 9.5}),
+    ]
+    assert records[0]["first_second_max_ms"] == 7.5
+    assert records[0]["first_second_p99_ms"] == 4.0
+    (row,) = summarize_group(records, ["gateway"])
+    assert row["max_ms"] == {"median": 3.0, "min": 3.0, "max": 3.0}
+    assert row["first_second_max_ms"] == {"median": 8.5, "min": 7.5, "max": 9.5}
+    assert row["setup_max_ms"] == {"median": 6.0, "min": 6.0, "max": 6.0}
+    table = latency_table("t", [row], load=True).splitlines()
+    assert table[2].split(" | ")[1:7] == [
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "1st s max ms",
+        "setup p50 / max ms",
+        "CPU µs/frame pair",
+    ]
+    cells = table[4].split(" | ")
+    assert cells[3:6] == ["3.00 [3.00–3.00]", "8.50 [7.50–9.50]", "2.0 [2.0–2.0] / 6.0 [6.0–6.0]"]
+    assert cells[6] == "100 [100–100]"  # the CPU per frame pair
+    # ping-pong rows have no first second nor set-up columns
+    assert "1st s max ms" not in latency_table("t", [row])
+
+
+def test_ratios_pair_repetitions_and_skip_what_one_side_lacks() -> None:
+    records = [
+        _record("gateway", rtt_ms={"p99": 2.0}),
+        _record("gateway_compat", rtt_ms={"p99": 3.0}),
+        _record("gateway", rep=1, rtt_ms={"p99": 4.0}),
+        _record("gateway_compat", rep=1, rtt_ms={"p99": 5.0}),
+        _record("gateway_compat", rep=2, rtt_ms={"p99": 5.0}),  # no gateway in rep 2
+        {**_record("gateway_compat", rep=1, rtt_ms={"p99": 50.0}), "superseded": True},
+    ]
+    ratios = paired_ratios(records, "gateway_compat", "gateway", "p99_ms")
+    assert ratios == [{"rep": 0, "ratio": 1.5}, {"rep": 1, "ratio": 1.25}]
 
 
 def test_a_level_passes_within_the_added_p99_limit_only() -> None:

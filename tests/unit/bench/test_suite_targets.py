@@ -46,6 +46,7 @@ def test_every_row_of_the_issue_is_a_target_and_direct_comes_first() -> None:
     assert set(ALL_TARGETS) - set(DEFAULT_TARGETS) == OPTIONAL_TARGETS
     assert {
         "gateway_base",
+        "gateway_compat_base",
         "gateway_base_16k",
         "gateway_redis",
         "gateway_w2",
@@ -253,3 +254,40 @@ def test_the_baseline_row_follows_ours_and_only_with_a_baseline() -> None:
         "gateway_16k",
     )
     assert _with_baseline(("direct",), Path("/tmp/wt")) == ("direct", "gateway_base")
+
+
+def test_the_compat_endpoint_gets_its_baseline_row_beside_it() -> None:
+    from pathlib import Path
+
+    rows = ("direct", "gateway", "gateway_compat")
+    assert _with_baseline(rows, Path("/tmp/wt")) == (
+        "direct",
+        "gateway",
+        "gateway_base",
+        "gateway_compat",
+        "gateway_compat_base",
+    )
+    assert _with_baseline((*rows, "gateway_compat_base"), None) == rows
+    base, ours = SPECS["gateway_compat_base"], SPECS["gateway_compat"]
+    # the same client, the same requests, the baseline's process
+    assert (base.process, base.proto) == ("gateway_base", "openai")
+    assert (base.path, base.session_update) == (ours.path, ours.session_update)
+    assert "gateway_compat_base" in HIGH_LOAD_TARGETS
+
+
+def test_load_runs_are_measured_from_each_sessions_first_frame() -> None:
+    runs = RelayPlan(targets=("direct", "gateway")).runs()
+    assert {r.warmup for r in runs if r.kind == "load"} == {0}
+    assert {r.warmup for r in runs if r.kind == "pingpong"} == {100}  # serial: unchanged
+    args = load_args(
+        SPECS["gateway"],
+        "ws://g",
+        [],
+        sessions=50,
+        fps=50,
+        seconds=10,
+        warmup=0,
+        grace_s=2,
+        timeout_s=60,
+    )
+    assert _flag(args, "-warmup") == "0"
