@@ -12,8 +12,9 @@ Anything else, including the local model's directives (``/tool NAME {json}``, ``
 to the model. ``render`` (pure) turns one server event into the lines to print.
 
 The session outlives its socket: when the gateway moves it to another node (``session.moving``,
-a deploy) the client reconnects to the same URL at once and resumes it with the new token; when
-the socket drops, it does the same with backoff, for as long as the resume window lasts.
+a deploy) the client reconnects to the same URL after the event's ``retry_after_ms`` and resumes
+it with the new token; when the socket drops, it does the same at once, then with backoff, for
+as long as the resume window lasts.
 """
 
 from __future__ import annotations
@@ -180,6 +181,7 @@ class _Chat:
     answered: asyncio.Event = field(default_factory=asyncio.Event)
     live: asyncio.Event = field(default_factory=asyncio.Event)  # a socket to send on
     resume: dict[str, str] | None = None  # session_id and resume_token, once started
+    resume_after_s: float = 0.0  # session.moving's retry_after_ms: when to resume
     waiting_for: dict[str, Any] | None = None  # the event whose answer has not come yet
     ended: bool = False
     end_reason: str | None = None
@@ -209,6 +211,7 @@ class _Chat:
             self.mode = str(event["mode"])
         elif kind == "session.moving" and self.resume is not None:
             self.resume["resume_token"] = str(event["resume_token"])
+            self.resume_after_s = max(0.0, float(event.get("retry_after_ms") or 0) / 1000)
             self.live.clear()  # this socket is about to close: wait for the next one
         elif kind == "session.ended":
             self.ended = True
@@ -239,11 +242,14 @@ class _Chat:
         self.live.set()  # nobody waits for a socket that will not come
 
     async def reconnect(self) -> bool:
-        """Resume on a new socket (any node behind the URL), at once after ``session.moving``,
-        else with backoff; False when the session cannot be resumed."""
+        """Resume on a new socket (any node behind the URL): first after ``session.moving``'s
+        ``retry_after_ms`` (at once after a drop), then with backoff; False when the session
+        cannot be resumed."""
         assert self.resume is not None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + RESUME_WINDOW_S
+        await asyncio.sleep(self.resume_after_s)  # the drain's spread of its sessions' resumes
+        self.resume_after_s = 0.0
         delay = 0.0
         while loop.time() + delay < deadline:
             await asyncio.sleep(delay)

@@ -11,7 +11,7 @@ import asyncio
 import hmac
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from aiohttp import web
 from gateway.admission import Admission, json_error
 from gateway.client_socket import ClientSocket, HandshakeRefused
 from gateway.config import Settings
+from gateway.handlers_in_flight import HandlersInFlight
 from gateway.http_tools.shared_client import close_shared_http_client
 from gateway.node import NodeRuntime
 from gateway.observability import Metrics
@@ -54,6 +55,11 @@ _log = structlog.get_logger("server")
 TRANSPORT_HEADROOM = 64 * 1024
 # How often a worker adds its frame counts to the counters all workers share.
 FRAMES_FLUSH_S = 1.0
+# On shutdown, after every session has ended: how long the request handlers have to return (a
+# phone call's last words play out, a socket's close handshake), then how long the cancelled
+# ones have (``gateway.handlers_in_flight``).
+HANDLERS_GRACE_S = 5.0
+HANDLERS_CANCEL_WAIT_S = 2.0
 # The browser demo client, served at / and /static/.
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 # Scripts, styles and sockets of this origin only ('self' covers ws:/wss: to it in CSP 3).
@@ -74,6 +80,7 @@ class GatewayServer:
     manager: SessionManager
     admission: Admission
     node: NodeRuntime | None = None
+    handlers: HandlersInFlight = field(default_factory=HandlersInFlight)
 
     @property
     def draining(self) -> bool:
@@ -81,7 +88,8 @@ class GatewayServer:
 
     def app(self) -> web.Application:
         app = web.Application(
-            client_max_size=self.settings.max_text_frame, middlewares=[self.admission.middleware]
+            client_max_size=self.settings.max_text_frame,
+            middlewares=[self.handlers.middleware, self.admission.middleware],
         )
         app.router.add_get("/v1/session", self.session_socket)
         app.router.add_get("/healthz", self.healthz)
@@ -96,6 +104,7 @@ class GatewayServer:
         app.router.add_post("/twilio/voice", twilio.voice)
         app.router.add_get("/twilio/media", twilio.media)
         app.on_startup.append(self._start_node)
+        app.on_shutdown.append(self._finish_handlers)
         app.on_cleanup.append(self._end_sessions)
         return app
 
@@ -130,6 +139,18 @@ class GatewayServer:
         while True:
             await asyncio.sleep(FRAMES_FLUSH_S)
             self.metrics.flush_frames()
+
+    async def _finish_handlers(self, _: web.Application) -> None:
+        """Before aiohttp's own shutdown (which would race a handler returning as its wait
+        times out): every session left ends, so its handler closes its socket and returns;
+        handlers still running after ``HANDLERS_GRACE_S`` are cancelled."""
+        self.admission.draining = True  # no socket is taken meanwhile
+        await self.manager.end_all()
+        finished = await self.handlers.finish(HANDLERS_GRACE_S, HANDLERS_CANCEL_WAIT_S)
+        if finished.cancelled:
+            _log.warning(
+                "handlers_cancelled_at_shutdown", cancelled=finished.cancelled, left=finished.left
+            )
 
     async def _end_sessions(self, app: web.Application) -> None:
         flush = app.get("frames_flush")

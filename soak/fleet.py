@@ -29,7 +29,9 @@ __all__ = ["CONFIRMATION_TTL_S", "DRAIN_GRACE_S", "Fleet", "GatewayNode", "Incar
 
 LEASE_TTL_S = 3.0
 DRAIN_GRACE_S = 3.0
-CONFIRMATION_TTL_S = 8.0
+# A phone caller answers the greeting's confirmation after hearing it out (5 s typically, 8 s
+# on a loaded machine): the TTL must leave room for that; confirm_expired waits it out.
+CONFIRMATION_TTL_S = 15.0
 READY_WITHIN_S = 30.0
 GREETING = '/tool soak_confirm {"label": "phone"}'
 TWILIO_PROVIDER = {"a": "openai", "b": "gemini"}

@@ -23,6 +23,12 @@ REPLY_WITHIN_S = 30.0
 # How long each slow tool takes; past the text soft limit (2 s), within every deadline.
 SLOW_MS = 2500
 TOOL_FAULTS = {"tool_slow", "tool_hang", "tool_raise"}
+# ``confirm_late``: the answer comes this long after ``confirmation.requested`` (or as soon as
+# the reply asking for it is done, if that took longer), well inside the soak's confirmation
+# TTL (``soak.fleet.CONFIRMATION_TTL_S``). Counted from the request, not from the reply: a
+# voice reply is spoken at real time, and seconds more of it must not push the answer past
+# the TTL.
+LATE_S = 4.0
 
 
 def call(name: str, **arguments: Any) -> str:
@@ -95,18 +101,19 @@ async def _background_result(ctx: SessionContext, conv: Conversation) -> None:
 
 
 async def confirm_turn(ctx: SessionContext, conv: Conversation, variant: str) -> None:
-    """``approve``, ``reject``; or a fault: ``confirm_late`` (approved 4 s later),
-    ``confirm_twice`` (approved twice: the second is ``confirmation_not_found``),
+    """``approve``, ``reject``; or a fault: ``confirm_late`` (approved ``LATE_S`` after the
+    request), ``confirm_twice`` (approved twice: the second is ``confirmation_not_found``),
     ``confirm_expired`` (answered after ``confirmation.resolved`` ``expired``: the answer is
     ``confirmation_expired``)."""
     ctx.turn += f"/confirm {variant}"
     await conv.send("text.send", text="/tool " + call("soak_confirm", label=ctx.label()))
     requested: dict[str, Any] | None = None
+    requested_at = 0.0
     answered = False
     while requested is None or not answered:
         event = await conv.event(REPLY_WITHIN_S)
         if event["type"] == "confirmation.requested":
-            requested = event
+            requested, requested_at = event, ctx.clock.now()
         elif event["type"] == "response.done" and (
             event.get("text") or event.get("status") != "completed"
         ):
@@ -123,7 +130,14 @@ async def confirm_turn(ctx: SessionContext, conv: Conversation, variant: str) ->
         await _expect_error(ctx, conv, "confirmation_expired", since, variant)
         return
     if variant == "confirm_late":
-        await _idle(conv, 4.0)
+        early = await _idle(conv, requested_at + LATE_S - ctx.clock.now(), confirmation_id=cid)
+        if early is not None:  # closed before its answer, within the TTL: nothing to answer
+            waited = ctx.clock.now() - requested_at
+            ctx.record.problem(
+                f"confirm_late: resolved {early.get('decision')} {waited:.1f} s after the "
+                "request, before the answer"
+            )
+            return
     decision = "reject" if variant == "reject" else "approve"
     await conv.send("confirmation.respond", confirmation_id=cid, decision=decision)
     if variant == "confirm_twice":
@@ -132,6 +146,7 @@ async def confirm_turn(ctx: SessionContext, conv: Conversation, variant: str) ->
     expected = "rejected" if decision == "reject" else "approved"
     if resolved.get("decision") != expected:
         ctx.record.problem(f"confirmation {variant}: resolved {resolved.get('decision')}")
+        return  # (an expired one is not answered by the model: no reply to wait for)
     await reply(conv)
     if variant == "confirm_twice":
         await _expect_error(ctx, conv, "confirmation_not_found", since, variant)
@@ -142,14 +157,23 @@ async def _soft_reply(conv: Conversation) -> None:
         await reply(conv, 10.0)
 
 
-async def _idle(conv: Conversation, seconds: float) -> None:
-    """Read events for a while without doing anything (the user is slow)."""
+async def _idle(
+    conv: Conversation, seconds: float, *, confirmation_id: str
+) -> dict[str, Any] | None:
+    """Read events for a while without doing anything (the user is slow); the
+    ``confirmation.resolved`` of ``confirmation_id`` if it comes meanwhile (then at once)."""
     deadline = conv.clock.now() + seconds
     while (left := deadline - conv.clock.now()) > 0:
         try:
-            await conv.event(left)
+            event = await conv.event(left)
         except TimeoutError:
-            return
+            return None
+        if (
+            event["type"] == "confirmation.resolved"
+            and event.get("confirmation_id") == confirmation_id
+        ):
+            return event
+    return None
 
 
 async def _expect_error(

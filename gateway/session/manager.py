@@ -35,6 +35,7 @@ from gateway.protocol import (
     ToolInfo,
 )
 from gateway.registry import Registry
+from gateway.session.fan_out import for_each
 from gateway.session.opening import open_session, session_setup
 from gateway.session.outbound import Outbound
 from gateway.session.refusals import StartRefused, store_unavailable
@@ -98,7 +99,7 @@ class SessionManager:
 
     async def start(self, start: SessionStart, user: SessionUser, outbound: Outbound) -> Session:
         """A new session, announced to the client; raises ``StartRefused``."""
-        self._refuse_while_draining(start)
+        self.refuse_while_draining(start)
         if len(self.sessions) >= self.settings.max_sessions:
             raise StartRefused(
                 ErrorEvent(
@@ -135,6 +136,7 @@ class SessionManager:
             if unavailable:
                 raise store_unavailable(start.event_id) from None
             raise
+        self.resumes.moves.move_if_draining(session)  # began before the drain, ends during it
         return session
 
     async def _acquire_slot(self, user: SessionUser, session_id: str, event_id: str | None) -> None:
@@ -293,7 +295,7 @@ class SessionManager:
     # -- resume (gateway.session.resume) ---------------------------------------------------------
 
     async def resume(self, start: SessionStart, user: SessionUser, outbound: Outbound) -> Session:
-        self._refuse_while_draining(start)
+        self.refuse_while_draining(start)
         return await self.resumes.resume(start, user, outbound)
 
     def park(self, session: Session) -> None:
@@ -344,32 +346,42 @@ class SessionManager:
 
     async def verify_ownership(self) -> None:
         """After a pause longer than a lease: every session another node took meanwhile is let
-        go before it can do anything (its writes are fenced anyway)."""
-        for session in list(self.sessions.values()):
-            try:
-                owner = await self.store.owner(session.session_id)
-            except StoreUnavailable:
-                return
+        go before it can do anything (its writes are fenced anyway). Several at a time
+        (``fan_out``): the store's return waits for this before the sessions are recorded again."""
+
+        async def check(session: Session) -> bool:
+            owner = await self.store.owner(session.session_id)  # StoreUnavailable: stop
             if owner is not None and owner != (self.node_id, session.ownership.epoch):
                 session.lost()
+            return True
+
+        await for_each(list(self.sessions.values()), check)
 
     async def reassert_all(self) -> None:
         """The store is back, perhaps empty: each session here is recorded again (its owner's
         next write re-registers a missing record; a tombstone or a newer owner fences it), with
         its open confirmations and its user's slot. (Ledger entries it lost are written again
-        when their calls finish: ``ledger_finish``.)"""
-        for session in list(self.sessions.values()):
+        when their calls finish: ``ledger_finish``.) Several at a time (``fan_out``), parked
+        sessions first: their clients are the ones resuming, perhaps on another node, which
+        trusts this one to have recorded them within a lease."""
+
+        async def record_again(session: Session) -> bool:
             if session.ended.is_set() or session.ownership.handed_off:
-                continue
+                return True
             parked = session.outbound is None
             ttl_s = self.settings.resume_window_s if parked else self.live_ttl_s()
             try:
                 if not await session.ownership.save(session.snapshot(), parked=parked, ttl_s=ttl_s):
-                    return  # down again: the next recovery of the store does it all
+                    return False  # down again: the next recovery of the store does it all
                 await session.ownership.reopen_confirmations()
                 await self.keep_slot(session)
             except Fenced:
                 session.lost()
+            return True
+
+        # parked first (False sorts first); the order is otherwise kept
+        waiting = sorted(self.sessions.values(), key=lambda s: s.outbound is not None)
+        await for_each(waiting, record_again)
 
     def on_message(self, message: Mapping[str, Any]) -> None:
         """What another node says (the bus): a release request, a release done, a call of a
@@ -430,7 +442,7 @@ class SessionManager:
             except Exception:
                 _log.exception("session_timer_failed", session_id=session.session_id)
 
-    def _refuse_while_draining(self, start: SessionStart) -> None:
+    def refuse_while_draining(self, start: SessionStart) -> None:
         if self.draining:
             raise StartRefused(
                 ErrorEvent(
@@ -461,6 +473,8 @@ class SessionManager:
                 break
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._none_left.wait(), min(remaining, TIMER_TICK_S))
+        if self.store.shared:  # sessions whose start ended meanwhile were moved: until due
+            await self.resumes.moves.moves_done()
         await self.end_all()
         if self.sessions:
             self._none_left.clear()

@@ -14,9 +14,13 @@ epoch, the current resume token's hash, its last snapshot.
   live on a node that died, it is recovered from its last snapshot, and the client is told
   what was lost. Calls the ledger holds for it are adopted: delivered once, or reported failed
   when their node died while they ran.
-- **move** (drain): at a turn boundary, the client gets ``session.moving`` with a fresh token,
-  the record is parked, and the session is handed off here (calls still running finish into the
-  ledger for the next owner).
+- **move** (drain): parked sessions are let go at once; attached ones move at a turn boundary
+  (``gateway.session.drain_moves``: ``session.moving`` with a fresh token and its own
+  ``retry_after_ms``), and so does a session whose start or resume ends here during the drain.
+
+A resume that reopens a session here (not one attached or parked here) first takes its turn at
+``ResumeGate``, the node's resumes per second: the sessions already here keep their latency
+while another node's sessions arrive.
 """
 
 from __future__ import annotations
@@ -24,13 +28,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import secrets
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
 import structlog
 
+from gateway.clock import Clock
 from gateway.config import Settings
 from gateway.observability import Metrics
 from gateway.protocol import (
@@ -38,11 +43,12 @@ from gateway.protocol import (
     ErrorCode,
     ErrorEvent,
     Recovery,
-    SessionMoving,
     SessionStart,
 )
+from gateway.session.drain_moves import RELEASE_WAIT_S, DrainMoves
 from gateway.session.outbound import Outbound
 from gateway.session.refusals import StartRefused, store_unavailable
+from gateway.session.resume_pacing import Admitted, Deferred, ResumeGate
 from gateway.session.session import Session, SessionUser
 from gateway.store import (
     ClaimOutcome,
@@ -54,16 +60,12 @@ from gateway.store import (
     hash_token,
 )
 
-__all__ = ["BOUNDARY_POLL_S", "RELEASE_WAIT_S", "Resumes"]
+__all__ = ["Resumes"]
 
 _log = structlog.get_logger("sessions.resume")
 
-# How long a node waits for another to let a session go before it takes it anyway.
-RELEASE_WAIT_S = 1.0
 # How often a claim of a session whose node does not answer is tried again.
 CLAIM_RETRY_S = 0.1
-# How often a draining node looks whether a session reached a turn boundary.
-BOUNDARY_POLL_S = 0.05
 
 
 class ManagerView(Protocol):
@@ -72,6 +74,7 @@ class ManagerView(Protocol):
     settings: Settings
     store: SessionStore
     metrics: Metrics
+    clock: Clock
     node_id: str
 
     @property
@@ -98,6 +101,8 @@ class ManagerView(Protocol):
 
     async def keep_slot(self, session: Session) -> None: ...
 
+    def refuse_while_draining(self, start: SessionStart) -> None: ...
+
 
 class Resumes:
     def __init__(self, manager: ManagerView) -> None:
@@ -106,6 +111,11 @@ class Resumes:
         self.parked: dict[str, asyncio.Task[None]] = {}
         # Sessions another node is letting go for this one: set when it says "released".
         self._released: dict[str, asyncio.Event] = {}
+        settings = manager.settings
+        self.gate = ResumeGate(
+            settings.resumes_per_s, settings.resume_burst, settings.resume_queue_s
+        )
+        self.moves = DrainMoves(manager)
 
     # -- park ------------------------------------------------------------------------------------
 
@@ -154,6 +164,9 @@ class Resumes:
         session = self._take_over(session_id, token_hash, user)
         claimed = session is None
         if session is None:
+            if session_id not in self.parked:  # parked here: picked up again, nothing reopened
+                await self._take_turn(start)
+                m.refuse_while_draining(start)  # a drain began while it waited for its turn
             try:
                 session, recovery = await self._claim(session_id, token_hash, user, outbound, start)
             except StoreUnavailable:
@@ -174,7 +187,27 @@ class Resumes:
         await m.announce(session, resumed=True, recovery=recovery)
         if claimed and m.store.shared:
             await m.keep_slot(session)  # the user's open sessions: counted on this node now
+        self.moves.move_if_draining(session)
         return session
+
+    async def _take_turn(self, start: SessionStart) -> None:
+        """``GATEWAY_RESUMES_PER_S``: wait for this resume's turn, or refuse it (retryable, the
+        session stays parked) when its turn is more than ``GATEWAY_RESUME_QUEUE_S`` away."""
+        match self.gate.reserve(self._m.clock.monotonic()):
+            case Deferred(retry_after_s=later):
+                retry_ms = math.ceil(later * 1000)
+                _log.info("resume_deferred", retry_after_ms=retry_ms)
+                raise StartRefused(
+                    ErrorEvent(
+                        code=ErrorCode.RATE_LIMITED,
+                        message="this node is taking many resumed sessions; try again in "
+                        f"{retry_ms} ms",
+                        retryable=True,
+                        event_id=start.event_id,
+                    )
+                )
+            case Admitted(wait_s=wait) if wait > 0:
+                await asyncio.sleep(wait)
 
     def _take_over(self, session_id: str, token_hash: str, user: SessionUser) -> Session | None:
         """A session still attached here to a socket that looks alive (a half-open connection
@@ -358,54 +391,14 @@ class Resumes:
 
     async def move_all(self, deadline: float) -> None:
         """A draining node with a shared store sends its sessions to other nodes: parked ones at
-        once (any node may claim them), attached ones each at its next turn boundary (no reply
-        streaming to the client), at the latest at ``deadline`` (loop time). A phone call
-        cannot move (its media stream is Twilio's): it may finish before the deadline."""
+        once (any node may claim them), attached ones by ``DrainMoves`` (each at its next turn
+        boundary, at the latest at ``deadline``, loop time)."""
         m = self._m
+        self.moves.begin(deadline)  # before any await: a session arriving from now on moves
         for session_id, holder in list(self.parked.items()):
             session = m.sessions.get(session_id)
             self.parked.pop(session_id, None)
             holder.cancel()
             if session is not None:
                 await m.release_local(session)
-        movers = [
-            self._move_when_ready(session, deadline)
-            for session in list(m.sessions.values())
-            if session.movable and session.outbound is not None
-        ]
-        await asyncio.gather(*movers)
-
-    async def _move_when_ready(self, session: Session, deadline: float) -> None:
-        loop = asyncio.get_running_loop()
-        while not session.at_turn_boundary() and loop.time() < deadline:
-            if session.ended.is_set():
-                return
-            await asyncio.sleep(BOUNDARY_POLL_S)
-        if session.ended.is_set() or session.outbound is None:
-            return
-        try:
-            await self.move(session)
-        except StoreUnavailable:
-            _log.warning("session_not_moved", session_id=session.session_id, reason="no store")
-
-    async def move(self, session: Session) -> None:
-        """Send the client to another node: a fresh token in ``session.moving``, the record
-        parked, our copy handed off. Raises ``StoreUnavailable``."""
-        m = self._m
-        token = secrets.token_urlsafe(24)
-        try:
-            await m.store.save(
-                session.session_id,
-                session.ownership.epoch,
-                session.snapshot(),
-                token_hash=hash_token(token),
-                parked=True,
-                ttl_s=m.settings.resume_window_s,
-            )
-        except Fenced:
-            session.lost()
-            return
-        session.resume_token_hash = hash_token(token)
-        session.emit(SessionMoving(session_id=session.session_id, resume_token=token))
-        m.metrics.sessions_moved.inc()
-        await m.release_local(session)
+        await self.moves.move_attached()

@@ -83,7 +83,9 @@ async def test_sigterm_drains_sessions_and_exits(tmp_path: Path, registry_file: 
         assert await node.wait(within=max(remaining, 0.01)) == 0
         assert time.monotonic() - signalled < EXIT_WITHIN_S
 
-    events = [r.get("event") for r in node.log_records()]  # every line is one JSON object
+    records = node.log_records()  # every line is one JSON object
+    events = [r.get("event") for r in records]
     for expected in ("gateway_listening", "gateway_draining", "gateway_stopped"):
         assert events.count(expected) == 1, events
     assert events.count("session_ended") == 2
+    assert [r for r in records if r.get("level") == "error"] == []  # no traceback on the way
