@@ -103,6 +103,8 @@ def build_store(
         timeout_s=settings.store_timeout_s,
         clock=clock,
         on_error=on_error,
+        max_connections=settings.redis_max_connections,
+        idle_s=settings.redis_idle_s,
     )
 
 
@@ -202,7 +204,7 @@ def tune_gc() -> None:
 def run() -> int:
     settings = Settings.load()
     try:
-        tracing = tracing_from_environment()
+        tracing = tracing_from_environment(capture_content=settings.trace_content)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     configure_logging(settings.log_format, settings.log_level, trace_ids=tracing is not None)

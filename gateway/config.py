@@ -24,9 +24,37 @@ from gateway.errors import ConfigError
 from gateway.security.addresses import parse_networks
 from gateway.toolrun import ModeBudget
 
-__all__ = ["Settings", "describe_invalid_settings", "is_loopback"]
+__all__ = ["RegistryLocation", "Settings", "describe_invalid_settings", "is_loopback"]
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_REGISTRY = Path("build/tool_registry.json")
+
+
+def resolve_registry(path: Path) -> Path:
+    """A relative path is tried from the working directory, then from the project root."""
+    if path.is_absolute() or path.exists():
+        return path
+    beside_project = PROJECT_ROOT / path
+    return beside_project if beside_project.exists() else path
+
+
+class RegistryLocation(BaseSettings):
+    """``GATEWAY_REGISTRY`` alone: what ``gateway check`` reads. It only lists the registry, so
+    no other setting (an auth secret, a port) may stop it."""
+
+    model_config = SettingsConfigDict(env_prefix="GATEWAY_", extra="ignore", case_sensitive=False)
+
+    registry: Path = DEFAULT_REGISTRY
+
+    def path(self) -> Path:
+        return resolve_registry(self.registry)
+
+    @classmethod
+    def load(cls) -> RegistryLocation:
+        try:
+            return cls()
+        except ValidationError as exc:
+            raise ConfigError(describe_invalid_settings(exc)) from None
 
 
 def is_loopback(host: str) -> bool:
@@ -61,7 +89,7 @@ class Settings(BaseSettings):
     metrics_token: SecretStr | None = None
     metrics_host: str | None = None
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
-    registry: Path = Path("build/tool_registry.json")
+    registry: Path = DEFAULT_REGISTRY
     data_dir: Path = Path.home() / ".local" / "share" / "realtime-gateway"
     # Several nodes: the shared store (redis:// or rediss://; a password in the URL is a secret).
     redis_url: SecretStr | None = None
@@ -73,6 +101,11 @@ class Settings(BaseSettings):
     # A socket operation on the shared store waits this long; a call (one retry) at most twice
     # this, then the store counts as unavailable.
     store_timeout_s: float = Field(default=1.0, gt=0)
+    # Connections of this node to Redis: at most this many (a call waits for a free one up to
+    # the store timeout); those idle this long are closed, but the two used last
+    # (gateway/store/redis_pool.py keeps the same defaults).
+    redis_max_connections: int = Field(default=32, ge=2, le=10000)
+    redis_idle_s: float = Field(default=30.0, gt=0)
     # Open sessions per user across every node (0: no cap).
     max_sessions_per_user: int = Field(default=0, ge=0)
     # Worker processes of `gateway serve` on this machine: a number, or "auto" (one per core).
@@ -81,6 +114,10 @@ class Settings(BaseSettings):
     reuse_port: bool = False
     log_format: Literal["json", "console"] = "json"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    # With tracing on: also record the content of model and tool calls on their spans (what
+    # the user and the model said, a call's arguments and result), each only as people may
+    # already see it (docs/operations.md section 2). Off: never.
+    trace_content: bool = False
     # The event loop of `gateway serve`: uvloop where it is installed (Linux, macOS), or asyncio.
     event_loop: Literal["uvloop", "asyncio"] = "uvloop"
 
@@ -95,6 +132,15 @@ class Settings(BaseSettings):
     # How long a call of a tool the client declared waits for the client's answer.
     client_tool_timeout_s: float = Field(default=60.0, gt=0)
     drain_grace_s: float = Field(default=5.0, ge=0, le=3600)
+    # A drain spreads its moved sessions' resumes (session.moving's retry_after_ms): this much
+    # apart, the whole window at most the maximum (within the drain's 10 s past its grace).
+    drain_spread_per_session_ms: int = Field(default=40, ge=0, le=1000)
+    drain_spread_max_ms: int = Field(default=4000, ge=0, le=10000)
+    # Resumes a node takes per second (0: no limit) and their burst: one over the rate waits its
+    # turn up to resume_queue_s, then is refused with rate_limited (retryable).
+    resumes_per_s: float = Field(default=25.0, ge=0)
+    resume_burst: int = Field(default=10, ge=1)
+    resume_queue_s: float = Field(default=4.0, ge=0, le=8)
     # Connection rate limit per client address, and a cap on concurrent sessions.
     connections_per_minute: int = 600
     max_sessions: int = 2000
@@ -257,11 +303,7 @@ class Settings(BaseSettings):
         )
 
     def registry_path(self) -> Path:
-        """A relative path is tried from the working directory, then from the project root."""
-        if self.registry.is_absolute() or self.registry.exists():
-            return self.registry
-        beside_project = PROJECT_ROOT / self.registry
-        return beside_project if beside_project.exists() else self.registry
+        return resolve_registry(self.registry)
 
     @classmethod
     def load(cls) -> Settings:

@@ -18,7 +18,8 @@ how long it lives:
 
 Every check-and-write is one Lua script (``redis_scripts``). A command that fails to reach Redis
 within ``timeout_s`` raises ``StoreUnavailable``; the client reconnects by itself on the next
-command. The URL (and its password) is never logged or put in an error.
+command. At most ``max_connections`` are open (``redis_pool``); each heartbeat closes those idle
+for ``idle_s``. The URL (and its password) is never logged or put in an error.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from gateway.store.base import (
     SessionSnapshot,
     StoreUnavailable,
 )
+from gateway.store.redis_pool import IDLE_S, MAX_CONNECTIONS, IdleClosingPool
 from gateway.store.serial import snapshot_from_json, snapshot_to_json
 
 __all__ = ["RedisStore"]
@@ -77,8 +79,10 @@ class RedisStore:
         timeout_s: float,
         clock: Clock,
         on_error: Callable[[str], None] = lambda op: None,
+        pool: IdleClosingPool | None = None,
     ) -> None:
         self._r = client
+        self._pool = pool  # its idle connections are closed at each heartbeat
         self._p = prefix
         self._timeout_s = timeout_s
         self._clock = clock
@@ -98,15 +102,24 @@ class RedisStore:
         timeout_s: float,
         clock: Clock,
         on_error: Callable[[str], None] = lambda op: None,
+        max_connections: int = MAX_CONNECTIONS,
+        idle_s: float = IDLE_S,
     ) -> RedisStore:
-        client = redis.Redis.from_url(
+        pool = IdleClosingPool.from_url(
             url,
+            max_connections=max_connections,
+            timeout=timeout_s,  # waiting for a free connection
+            idle_s=idle_s,
+            monotonic=clock.monotonic,
             socket_timeout=timeout_s,
             socket_connect_timeout=timeout_s,
             retry=Retry(ExponentialBackoff(cap=0.05, base=0.01), retries=1),
             health_check_interval=10,
         )
-        return cls(client, prefix=prefix, timeout_s=timeout_s, clock=clock, on_error=on_error)
+        client = redis.Redis.from_pool(pool)  # closing the client closes the pool
+        return cls(
+            client, prefix=prefix, timeout_s=timeout_s, clock=clock, on_error=on_error, pool=pool
+        )
 
     # -- plumbing --------------------------------------------------------------------------------
 
@@ -148,6 +161,8 @@ class RedisStore:
         now = self._unix()
         keys = [self._key("node", node), self._key("nodes")]
         await self._script("HEARTBEAT", keys, [node, repr(now), int(ttl_s * 1000), NODES_KEPT_S])
+        if self._pool is not None:  # every third of a lease: what a burst opened is let go
+            await self._pool.close_idle()
 
     async def node_alive(self, node: str) -> bool:
         return bool(await self._do("node_alive", lambda: self._r.exists(self._key("node", node))))
