@@ -10,11 +10,11 @@ __all__ = ["main"]
 
 
 def _check(_: argparse.Namespace) -> int:
-    from gateway.config import Settings
+    from gateway.config import RegistryLocation
     from gateway.registry import load_registry
 
-    settings = Settings.load()
-    registry = load_registry(settings.registry_path())
+    # GATEWAY_REGISTRY only: listing the tools needs no other setting (no auth secret).
+    registry = load_registry(RegistryLocation.load().path())
     unavailable = registry.unavailable()
     counted = f", {len(unavailable)} unavailable" if unavailable else ""
     print(
@@ -123,7 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         help='processes on this machine: a number or "auto" (one per core); more than one '
         "needs GATEWAY_REDIS_URL (default: $GATEWAY_WORKERS, else 1)",
     )
-    sub.add_parser("check", help="load the tool registry and list its tools")
+    sub.add_parser(
+        "check",
+        help="load the tool registry and list its tools (reads GATEWAY_REGISTRY, no other setting)",
+    )
     usage = sub.add_parser(
         "usage", help="per user, the usage summed from the audit trail's session_usage lines"
     )

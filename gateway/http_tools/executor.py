@@ -39,14 +39,18 @@ from gateway.http_tools.response_mapping import (
     retry_wait_s,
     too_large,
 )
-from gateway.http_tools.section import HttpEndpoint, HttpToolSection, is_usable_token
+from gateway.http_tools.section import (
+    MIN_SERVICE_TOKEN_CHARS,
+    HttpEndpoint,
+    HttpToolSection,
+    is_usable_token,
+)
 from gateway.http_tools.shared_client import SHARED_HTTP_CLIENT, SharedHttpClient
 from tools._core import ToolContext, ToolError, ToolErrorType, ToolResponse
 
 __all__ = ["HttpToolHandler"]
 
 _REDACTED = b"[redacted]"
-_MIN_SCRUBBED_TOKEN = 8  # shorter "tokens" would blank out ordinary words of the answer
 
 
 async def _read_capped(stream: aiohttp.StreamReader, limit: int) -> bytes | None:
@@ -213,8 +217,11 @@ class HttpToolHandler:
             return connection_failed(sent=True, method=request.method)
 
     def _blank(self, body: bytes, token: str) -> bytes:
-        """The answer with the credential blanked out, should the API echo it."""
-        if len(token) < _MIN_SCRUBBED_TOKEN:
+        """The answer with the credential blanked out, should the API echo it. Every token
+        that reaches here is long enough: a service token shorter than the minimum makes the
+        tool unavailable (``resolve_endpoint``), and a user's token is a signed JWT. A shorter
+        string is never blanked: it would blank out ordinary words of the answer."""
+        if len(token) < MIN_SERVICE_TOKEN_CHARS:
             return body
         return body.replace(token.encode(), _REDACTED)
 

@@ -8,6 +8,11 @@ and recorded it with every default explicit; ``HttpToolSection.from_artifact`` o
 base URL (``baseUrlEnv``) and, for service auth, the token (``auth.serviceTokenEnv``). When one
 is missing or unusable the tool is *unavailable*: it is not offered to the model, and
 ``python -m gateway check`` prints the reason. Reasons name the variable, never its value.
+
+A service token shorter than ``MIN_SERVICE_TOKEN_CHARS`` is unusable: a secret that short is
+guessable, and the executor blanks the token out of the API's answers only from that length on
+(blanking a shorter string would mangle ordinary words of the data), so an echo of it would reach
+the model, the client and the logs.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
     "HTTP_METHODS",
     "MAX_RESPONSE_BYTES_CAP",
+    "MIN_SERVICE_TOKEN_CHARS",
     "EndpointUnavailable",
     "HttpEndpoint",
     "HttpToolSection",
@@ -35,6 +41,7 @@ HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 HTTP_METHODS: tuple[HttpMethod, ...] = ("GET", "POST", "PUT", "PATCH", "DELETE")
 DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024
 MAX_RESPONSE_BYTES_CAP = 4 * 1024 * 1024
+MIN_SERVICE_TOKEN_CHARS = 8
 
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 # What an Authorization header value may hold: visible ASCII, no spaces (RFC 6750 b64token and
@@ -154,5 +161,10 @@ def resolve_endpoint(
         return EndpointUnavailable(
             f"{section.service_token_env} does not hold a usable token "
             "(visible ASCII characters, no spaces)"
+        )
+    if len(token) < MIN_SERVICE_TOKEN_CHARS:
+        return EndpointUnavailable(
+            f"{section.service_token_env} holds a token shorter than {MIN_SERVICE_TOKEN_CHARS} "
+            "characters: too short to be a secret, and to be blanked out of the API's answers"
         )
     return HttpEndpoint(base, token)

@@ -117,3 +117,26 @@ def test_path_arguments_in_order_once() -> None:
     )
     assert section.path_arguments == ("a", "b")
     assert section.max_response_bytes == 1024 * 1024
+
+
+@pytest.mark.parametrize("token", ["Q", "1234567", "s3cr3t!"])
+def test_a_service_token_shorter_than_8_characters_is_unusable(token: str) -> None:
+    """Too short to be a secret, and too short to blank out of an answer without blanking
+    ordinary words too: the tool is unavailable rather than run with it."""
+    found = resolve_endpoint(
+        SERVICE, {"CARE_API_URL": "http://api.example", "CARE_API_TOKEN": f" {token} "}
+    )
+    assert isinstance(found, EndpointUnavailable)
+    assert found.reason == (
+        "CARE_API_TOKEN holds a token shorter than 8 characters: too short to be a secret, "
+        "and to be blanked out of the API's answers"
+    )
+    assert token not in found.reason
+
+
+def test_a_service_token_of_8_characters_is_usable() -> None:
+    found = resolve_endpoint(
+        SERVICE, {"CARE_API_URL": "http://api.example", "CARE_API_TOKEN": "12345678"}
+    )
+    assert isinstance(found, HttpEndpoint)
+    assert found.service_token == "12345678"

@@ -232,3 +232,41 @@ def test_gateway_check_lists_an_unavailable_tool_with_its_reason(project_artifac
     assert ": 12 tools" in done.stdout.splitlines()[0]
     assert "unavailable" not in done.stdout
     assert "[http PATCH /v1/appointments/{appointment_id}; confirmation]" in done.stdout
+
+
+def test_a_service_token_too_short_to_blank_makes_the_tool_unavailable(tmp_path: Path) -> None:
+    """A 7-character token reached ``tool.finished.data`` when the API echoed it (the answer's
+    blanking skips strings that short): such a token is refused when the registry loads, and
+    ``gateway check`` names the tool and the reason, never the token."""
+    http_tool(tmp_path / "tools", "move", http__auth={"serviceTokenEnv": "MOVE_API_TOKEN"})
+    artifact = build_registry([tmp_path / "tools"], include_builtin=False).artifact
+    assert artifact is not None
+    out = tmp_path / "registry.json"
+    out.write_bytes(serialize_artifact(artifact))
+    short = {**CARE_API, "MOVE_API_TOKEN": "tok-7ch"}
+
+    registry = load_registry(out, environ=short)
+    assert registry.get("move") is None
+    (refused,) = registry.unavailable()
+    assert refused.tool_id == "move"
+    assert refused.reason.startswith("MOVE_API_TOKEN holds a token shorter than 8 characters")
+    assert "move" in load_registry(out, environ={**short, "MOVE_API_TOKEN": "tok-8chr"})
+
+    environ = {key: value for key, value in os.environ.items() if not key.startswith("GATEWAY_")}
+    environ.update(short, GATEWAY_REGISTRY=str(out))
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway", "check"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=environ,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    (listing,) = [line for line in done.stdout.splitlines() if line.split()[0] == "move"]
+    assert listing.endswith(
+        "unavailable: MOVE_API_TOKEN holds a token shorter than 8 characters: too short to be "
+        "a secret, and to be blanked out of the API's answers"
+    )
+    assert "tok-7ch" not in done.stdout + done.stderr
