@@ -141,7 +141,7 @@ def _label(span: ReadableSpan) -> str:
         ),
         "",
     )
-    return f"{span.name} ({detail})" if detail else span.name
+    return f"{span.name} ({detail})" if detail and detail not in span.name else span.name
 
 
 def _draw(spans: tuple[ReadableSpan, ...], out: Path) -> None:
@@ -189,8 +189,9 @@ def _draw(spans: tuple[ReadableSpan, ...], out: Path) -> None:
 def main(docs: Path, out: Path) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         spans, traceparent = asyncio.run(_record(Path(tmp)))
-    names = sorted({s.name for s in spans})
-    required = {"gateway.session", "gateway.turn", "gateway.tool_call", "gateway.response"}
+    # A response and a tool call are GenAI spans: named after the model and the tool.
+    names = sorted({str((s.attributes or {}).get("gen_ai.operation.name", s.name)) for s in spans})
+    required = {"gateway.session", "gateway.turn", "execute_tool", "chat"}
     if not required <= set(names) or not traceparent:
         print(f"trace: incomplete ({names}, traceparent {traceparent!r})")
         return 1

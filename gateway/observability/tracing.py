@@ -16,6 +16,12 @@ its responses, its upstream connects and reconnects, each tool call (with the bu
 and the outcome), a confirmation's wait, and each request an HTTP tool makes, whose
 ``traceparent`` carries the trace into the organisation's API. Attributes hold ids, names,
 counts, statuses and error types: never arguments, results, transcripts or credentials.
+
+The spans of a model's response and of a tool call follow OpenTelemetry's GenAI conventions
+too, at the version ``gateway.observability.genai`` pins (the tracer declares its schema URL).
+``capture_content`` (``GATEWAY_TRACE_CONTENT``, off by default) adds what those conventions
+call content: the user's words, the model's, a call's arguments and result, each only as
+people may already see it (the redaction rules), never audio.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from gateway.observability.genai import SCHEMA_URL
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -48,11 +56,13 @@ _EXPORTERS = ("otlp", "console")
 
 
 class Tracing:
-    """The gateway's tracer. ``provider`` is kept to flush and shut down on the way out."""
+    """The gateway's tracer. ``provider`` is kept to flush and shut down on the way out.
+    ``capture_content``: the operator's choice to record content (off: never)."""
 
-    def __init__(self, provider: TracerProvider) -> None:
+    def __init__(self, provider: TracerProvider, *, capture_content: bool = False) -> None:
         self.provider = provider
-        self.tracer: Tracer = provider.get_tracer(TRACER_NAME)
+        self.capture_content = capture_content
+        self.tracer: Tracer = provider.get_tracer(TRACER_NAME, schema_url=SCHEMA_URL)
 
     def start(
         self,
@@ -115,9 +125,12 @@ class ToolTrace:
         return carrier
 
 
-def tracing_from_environment(environ: Mapping[str, str] | None = None) -> Tracing | None:
+def tracing_from_environment(
+    environ: Mapping[str, str] | None = None, *, capture_content: bool = False
+) -> Tracing | None:
     """Tracing as the ``OTEL_*`` variables ask, or None (off). Raises ``ValueError`` naming
-    what is wrong (an unknown exporter, the otlp exporter without its extra)."""
+    what is wrong (an unknown exporter, the otlp exporter without its extra).
+    ``capture_content``: ``GATEWAY_TRACE_CONTENT``, from the settings."""
     env = os.environ if environ is None else environ
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return None
@@ -155,7 +168,7 @@ def tracing_from_environment(environ: Mapping[str, str] | None = None) -> Tracin
                 "pip install 'realtime-gateway[otlp]'"
             ) from None
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    return Tracing(provider)
+    return Tracing(provider, capture_content=capture_content)
 
 
 def log_trace_ids(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:

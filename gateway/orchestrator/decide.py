@@ -35,6 +35,7 @@ from gateway.orchestrator.turns import TurnState
 from gateway.registry import Registry, ToolSpec
 from gateway.toolrun import ArgumentError, Mode, ModeBudget, ToolCall, arguments_hash
 from gateway.toolrun import parse_arguments as _parse
+from gateway.toolrun.projection import redact_arguments
 from tools._core import ToolErrorType
 
 __all__ = [
@@ -100,12 +101,9 @@ def _first_sentence(text: str) -> str:
 
 
 def redacted(spec: ToolSpec | None, args: dict[str, Any] | None) -> dict[str, Any]:
-    """Arguments as people may see them: the tool's ``secretArguments`` replaced."""
-    shown = dict(args or {})
-    for name in spec.secret_arguments if spec else ():
-        if name in shown:
-            shown[name] = "[redacted]"
-    return shown
+    """Arguments as people may see them: the tool's ``secretArguments`` replaced (the same
+    rule a call's traced content follows, ``gateway.toolrun.projection``)."""
+    return redact_arguments(args, spec.secret_arguments if spec else ())
 
 
 def _prompt(spec: ToolSpec, args: dict[str, Any]) -> str:

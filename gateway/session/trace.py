@@ -6,8 +6,8 @@ A session is a tree::
       gateway.upstream.connect           opening the upstream (its setup included)
       gateway.upstream.reconnect         a transparent reconnect: the loss to the new session
       gateway.turn                       user speech or a message → the reply that ends it
-        gateway.response                 each response of the model in the turn
-        gateway.tool_call                each call (``gateway.toolrun.spans``)
+        chat {model}                     each response of the model in the turn
+        execute_tool {tool}              each call (``gateway.toolrun.spans``)
           GET /patients/{id}/…           an HTTP tool's request (``gateway.http_tools``)
         gateway.confirmation             asked → approved, rejected or expired
 
@@ -22,7 +22,10 @@ another node ends its span here (``handed_off``) and the new node opens one of i
 resume) under the same session id.
 
 Attributes are ids, counts, statuses and names the code chose; never text, audio, arguments,
-results or credentials.
+results or credentials. A response's span is also the GenAI conventions' ``chat`` span
+(``gateway.observability.genai``); with content capture on, it carries the turn's input (the
+user's message, or their words as transcribed while no transcript is suppressed) and the words
+the client received of the reply.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import time
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from gateway.observability import genai
 from gateway.observability.tracing import Tracing
 from gateway.usage import TokenCounts
 
@@ -44,6 +48,8 @@ class SessionTrace:
         """``epoch``: 1 for a new session; more for one resumed on this node after it ran
         on another (or on this one, before it was parked)."""
         self._tracing = tracing
+        self._session_id = session_id
+        self._provider = provider
         self.session_span = tracing.start(
             "gateway.session",
             kind=SpanKind.SERVER,
@@ -52,10 +58,13 @@ class SessionTrace:
                 "gateway.provider": provider,
                 "gateway.mode": mode,
                 "gateway.session.epoch": epoch,
+                genai.CONVERSATION_ID: session_id,
             },
         )
         self.turn: Span | None = None
         self._turns = 0
+        # With content capture on: what the user said in the open turn.
+        self._heard: str | None = None
         # Each open response: its span, its turn's (None: outside any), and whether it is said
         # aside (a holding line, which never ends a turn).
         self._responses: dict[str, tuple[Span, Span | None, bool]] = {}
@@ -92,20 +101,41 @@ class SessionTrace:
                 self.turn.set_attribute("gateway.turn.barge_in", True)
             self._end_turn("interrupted" if barge_in else "superseded")
         self._turns += 1
+        self._heard = None
         self.turn = self._child(
             "gateway.turn", {"gateway.turn.number": self._turns, "gateway.turn.input": source}
         )
 
-    def response_started(self, response_id: str, *, aside: bool = False, unprompted: str) -> None:
+    def user_said(self, text: str) -> None:
+        """The user's words in this turn (typed, or transcribed and shown to the client): kept
+        for the turn's responses only when the operator turned content capture on."""
+        if self._tracing.capture_content and text:
+            self._heard = text
+
+    def response_started(
+        self, response_id: str, *, aside: bool = False, unprompted: str, model: str
+    ) -> None:
         """``unprompted``: the turn's input should this response open one (a provider that
-        announces no user speech, Gemini's, until the user talks over a reply)."""
+        announces no user speech, Gemini's, until the user talks over a reply). ``model``: the
+        model the session uses now (its span's name)."""
         if self.turn is None and not aside:
             self.turn_started(unprompted)
         parent = self.turn or self.session_span
         span = self._tracing.start(
-            "gateway.response",
+            genai.chat_span_name(model),
             parent=parent,
-            attributes={"gateway.response.id": response_id, "gateway.response.aside": aside},
+            # The embedded local model runs in this process; every other is a remote service.
+            kind=SpanKind.INTERNAL if self._provider == "local" else SpanKind.CLIENT,
+            attributes={
+                "gateway.response.id": response_id,
+                "gateway.response.aside": aside,
+                **genai.chat_attributes(
+                    provider=self._provider,
+                    model=model,
+                    response_id=response_id,
+                    conversation_id=self._session_id,
+                ),
+            },
         )
         self._responses[response_id] = (span, self.turn, aside)
 
@@ -113,22 +143,44 @@ class SessionTrace:
         self._with_calls.add(response_id)
 
     def response_done(
-        self, response_id: str, status: str, tokens: TokenCounts, *, answers_calls: bool = False
+        self,
+        response_id: str,
+        status: str,
+        tokens: TokenCounts,
+        *,
+        answers_calls: bool = False,
+        text: str = "",
     ) -> None:
         """A response ended; the first of a turn that called no tool is its reply, and ends
         it (an aside, a holding line, does not). ``answers_calls``: the provider answers calls
-        in the response that made them (chat's agent loop): every response ends its turn."""
+        in the response that made them (chat's agent loop): every response ends its turn.
+        ``text``: the words the client received of it (recorded only with content capture)."""
         opened = self._responses.pop(response_id, None)
         if opened is None:
             return
         span, turn, aside = opened
-        span.set_attribute("gateway.response.status", status)
-        span.set_attribute("gateway.usage.input_tokens", tokens.input_total)
-        span.set_attribute("gateway.usage.output_tokens", tokens.output_total)
+        requested = response_id in self._with_calls
+        reason = genai.finish_reason(status, called_tools=requested)
+        span.set_attributes(
+            {
+                "gateway.response.status": status,
+                "gateway.usage.input_tokens": tokens.input_total,
+                "gateway.usage.output_tokens": tokens.output_total,
+                genai.INPUT_TOKENS: tokens.input_total,
+                genai.OUTPUT_TOKENS: tokens.output_total,
+                genai.FINISH_REASONS: (reason,),
+            }
+        )
+        if self._tracing.capture_content:
+            if self._heard is not None and turn is self.turn:
+                span.set_attribute(genai.INPUT_MESSAGES, genai.input_messages(self._heard))
+            if text:
+                span.set_attribute(genai.OUTPUT_MESSAGES, genai.output_messages(text, reason))
         if status == "failed":
+            span.set_attribute("error.type", "failed")
             span.set_status(Status(StatusCode.ERROR, "failed"))
         span.end()
-        called = response_id in self._with_calls and not answers_calls
+        called = requested and not answers_calls
         self._with_calls.discard(response_id)
         if turn is not None and turn is self.turn and not called and not aside:
             self._end_turn(status)

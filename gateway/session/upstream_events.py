@@ -185,7 +185,10 @@ class UpstreamEvents:
         if self._trace is not None:
             unprompted = "speech" if self._profile.mode == "voice" else "model"
             self._trace.response_started(
-                event.response_id, aside=event.aside, unprompted=unprompted
+                event.response_id,
+                aside=event.aside,
+                unprompted=unprompted,
+                model=self._usage.model(),
             )
         self._host.emit(ResponseStarted(response_id=event.response_id))
 
@@ -220,6 +223,9 @@ class UpstreamEvents:
 
     async def _user_transcribed(self, event: up.UserInputTranscribed) -> None:
         self._conversation.turn.heard(event.text)
+        trace = self._trace
+        if trace is not None and not self._intents.transcript_suppressed(self._clock.monotonic()):
+            trace.user_said(event.text)  # the words as the client sees them (content capture)
         if event.text:
             self._conversation.history.append(ConversationItem("user", event.text))
             self._host.boundary()
@@ -255,13 +261,6 @@ class UpstreamEvents:
         spoken, status = self.cursor.done(event.response_id, event.status)
         if spoken is not None and spoken.audio_ms:
             self._usage.audio_out(spoken.audio_ms)
-        if self._trace is not None:
-            self._trace.response_done(
-                event.response_id,
-                status,
-                token_counts(event.usage),
-                answers_calls=self._transport.capabilities.answers_calls_in_response,
-            )
         if self.cursor.current is None:
             self.idle.set()
         if spoken is not None and not spoken.interrupted and self._out is not None:
@@ -274,6 +273,14 @@ class UpstreamEvents:
             self._conversation.history.append(ConversationItem("assistant", text))
         if intents.transcript_suppressed(self._clock.monotonic()):
             text = ""
+        if self._trace is not None:  # the text as the client gets it (content capture only)
+            self._trace.response_done(
+                event.response_id,
+                status,
+                token_counts(event.usage),
+                answers_calls=self._transport.capabilities.answers_calls_in_response,
+                text=text,
+            )
         host.emit(
             ResponseDone(
                 response_id=event.response_id,

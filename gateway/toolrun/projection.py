@@ -1,11 +1,21 @@
-"""Project a result through a tool's ``resultAllowlist``: nothing else reaches clients or logs."""
+"""Project a result through a tool's ``resultAllowlist``: nothing else reaches clients or logs.
+And a call's arguments as people may see them: its tool's ``secretArguments`` blanked."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["project"]
+__all__ = ["project", "redact_arguments"]
+
+
+def redact_arguments(args: Mapping[str, Any] | None, secret_names: Iterable[str]) -> dict[str, Any]:
+    """The arguments with each of ``secret_names`` (a tool's ``secretArguments``) replaced."""
+    shown = dict(args or {})
+    for name in secret_names:
+        if name in shown:
+            shown[name] = "[redacted]"
+    return shown
 
 
 def project(data: Mapping[str, Any], allowlist: Iterable[str]) -> dict[str, Any]:

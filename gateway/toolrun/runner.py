@@ -119,7 +119,7 @@ class ToolRunner:
             raise
         future.set_result(outcome)
         if span is not None:
-            end_call_span(span, outcome)
+            end_call_span(span, outcome, content_of=self._traced_content(call))
         return outcome
 
     async def run_batch(
@@ -156,6 +156,12 @@ class ToolRunner:
                 task.cancel()
             raise
 
+    def _traced_content(self, call: ToolCall) -> ToolSpec | None:
+        """With content capture on, the call's tool: its rules show the call on its span."""
+        if self._tracing is None or not self._tracing.capture_content:
+            return None
+        return self.registry.get(call.tool_id)
+
     def refuse_reused_id(self, call: ToolCall, caller: Caller) -> CallOutcome:
         """The id of an earlier call of another tool (an upstream reusing ids): refused, never
         run, so that no call gets another tool's result."""
@@ -184,7 +190,7 @@ class ToolRunner:
             span = start_call_span(self._tracing, call, caller)
             if reason is not None:  # a budget's or a rule's name: words safe for logs
                 span.set_attribute("gateway.tool.block_reason", reason)
-            end_call_span(span, outcome)
+            end_call_span(span, outcome, content_of=self._traced_content(call))
         self._calls.remember_outcome(outcome)
         return outcome
 

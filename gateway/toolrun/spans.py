@@ -1,6 +1,12 @@
 """A tool call's span (tracing on): what it records and what it never does. Attributes hold ids,
 the call's decision (executed, blocked by a budget or a rule, cached, confirmation pending…),
-its outcome as the model got it and how long the tool ran: no argument and no result value."""
+its outcome as the model got it and how long the tool ran: no argument and no result value.
+
+It is named and marked as the GenAI conventions' ``execute_tool`` span
+(``gateway.observability.genai``). With content capture on (``GATEWAY_TRACE_CONTENT``) it also
+carries the call's arguments and result, as people may see them: the tool's ``secretArguments``
+blanked, the result projected through its ``resultAllowlist`` (the client's ``tool.finished``
+data), and a result only when the call succeeded."""
 
 from __future__ import annotations
 
@@ -8,17 +14,20 @@ from typing import TYPE_CHECKING
 
 from opentelemetry.trace import Span, Status, StatusCode
 
+from gateway.observability.genai import tool_attributes, tool_content, tool_span_name
 from gateway.toolrun.outcome import Caller, CallOutcome, ToolCall
+from gateway.toolrun.projection import redact_arguments
 
 if TYPE_CHECKING:
     from gateway.observability.tracing import Tracing
+    from gateway.registry import ToolSpec
 
 __all__ = ["end_call_span", "start_call_span"]
 
 
 def start_call_span(tracing: Tracing, call: ToolCall, caller: Caller) -> Span:
     return tracing.start(
-        "gateway.tool_call",
+        tool_span_name(call.tool_id),
         parent=caller.trace_parent,
         attributes={
             "gateway.session.id": caller.session_id,
@@ -26,12 +35,22 @@ def start_call_span(tracing: Tracing, call: ToolCall, caller: Caller) -> Span:
             "gateway.tool.call_id": call.call_id,
             "gateway.mode": caller.mode,
             "gateway.turn": caller.turn,
+            **tool_attributes(
+                tool_id=call.tool_id, call_id=call.call_id, conversation_id=caller.session_id
+            ),
         },
     )
 
 
-def end_call_span(span: Span, outcome: CallOutcome | None, failure: str | None = None) -> None:
-    """End it with the outcome, or with ``failure`` (an exception's type) when there is none."""
+def end_call_span(
+    span: Span,
+    outcome: CallOutcome | None,
+    failure: str | None = None,
+    *,
+    content_of: ToolSpec | None = None,
+) -> None:
+    """End it with the outcome, or with ``failure`` (an exception's type) when there is none.
+    ``content_of``: with content capture on, the call's tool, whose rules show its content."""
     if outcome is not None:
         error = outcome.response.error
         span.set_attribute("gateway.tool.decision", outcome.decision.value)
@@ -40,6 +59,10 @@ def end_call_span(span: Span, outcome: CallOutcome | None, failure: str | None =
         if outcome.cancelled:
             span.set_attribute("gateway.tool.cancelled", True)
         failure = None if error is None else error.type.value
+        if content_of is not None:
+            args = outcome.arguments
+            shown = None if args is None else redact_arguments(args, content_of.secret_arguments)
+            span.set_attributes(tool_content(shown, outcome.client_data if error is None else None))
     if failure is not None:
         span.set_attribute("error.type", failure)
         span.set_status(Status(StatusCode.ERROR, failure))

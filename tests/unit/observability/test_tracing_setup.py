@@ -57,7 +57,7 @@ def test_without_a_name_the_service_is_ours(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_a_line_written_inside_a_span_carries_its_ids() -> None:
     tracing = Tracing(TracerProvider())
-    span = tracing.start("gateway.tool_call")
+    span = tracing.start("execute_tool lookup")
     assert log_trace_ids(None, "info", {"event": "outside"}) == {"event": "outside"}
     with trace.use_span(span, end_on_exit=True):
         line = log_trace_ids(None, "info", {"event": "inside"})
@@ -71,7 +71,7 @@ def test_a_handlers_child_span_fails_with_the_exceptions_type_only() -> None:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracing = Tracing(provider)
-    call = tracing.start("gateway.tool_call")
+    call = tracing.start("execute_tool lookup")
     tool = ToolTrace(tracing, call)
     with pytest.raises(RuntimeError), tool.child("lookup", attributes={"gateway.tool.id": "x"}):
         raise RuntimeError("secret detail that must not reach a span")
