@@ -11,6 +11,7 @@ __all__ = ["main"]
 
 def _check(_: argparse.Namespace) -> int:
     from gateway.config import RegistryLocation
+    from gateway.providers import provider_lines
     from gateway.registry import load_registry
 
     # GATEWAY_REGISTRY only: listing the tools needs no other setting (no auth secret).
@@ -40,6 +41,7 @@ def _check(_: argparse.Namespace) -> int:
             f"  {tool.tool_id:<{width}} {tool.category:<9} {tool.sensitivity:<8} {modes} "
             f"unavailable: {tool.reason}"
         )
+    print("\n".join(provider_lines()))  # what this build offers, whatever is configured
     return 0
 
 
@@ -125,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub.add_parser(
         "check",
-        help="load the tool registry and list its tools (reads GATEWAY_REGISTRY, no other setting)",
+        help="load the tool registry and list its tools, then the providers (reads "
+        "GATEWAY_REGISTRY, no other setting)",
     )
     usage = sub.add_parser(
         "usage", help="per user, the usage summed from the audit trail's session_usage lines"

@@ -1,4 +1,4 @@
-"""Typed settings from the environment; every name has a sane default (ARCHITECTURE.md).
+"""Typed settings from the environment; every name has a sane default (docs/configuration.md).
 
 Loaded once in the composition root and passed down; nothing else reads the environment.
 """
@@ -21,6 +21,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from gateway.errors import ConfigError
+from gateway.providers import DEFAULT_PROVIDER, PROVIDERS, ProviderSettings
 from gateway.security.addresses import parse_networks
 from gateway.toolrun import ModeBudget
 
@@ -66,14 +67,18 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class Settings(BaseSettings):
+class Settings(ProviderSettings):
+    """The gateway's settings. Each upstream's own (its provider record's ``settings``: keys,
+    models, endpoints, timeouts) come with ``ProviderSettings``."""
+
     model_config = SettingsConfigDict(
         env_prefix="GATEWAY_", extra="ignore", case_sensitive=False, populate_by_name=True
     )
 
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
-    provider: Literal["local", "openai", "gemini", "chat"] = "local"
+    # A provider of this build (gateway.providers.PROVIDERS).
+    provider: str = DEFAULT_PROVIDER
     auth: Literal["jwt", "none"] = "jwt"
     auth_secret: SecretStr | None = None
     allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
@@ -121,7 +126,7 @@ class Settings(BaseSettings):
     # The event loop of `gateway serve`: uvloop where it is installed (Linux, macOS), or asyncio.
     event_loop: Literal["uvloop", "asyncio"] = "uvloop"
 
-    # Protocol limits (PROTOCOL.md sections 3 and 4).
+    # Protocol limits (docs/protocol.md sections 3 and 4).
     max_text_frame: int = 256 * 1024
     max_binary_frame: int = 64 * 1024
     session_start_timeout_s: float = 10.0
@@ -159,7 +164,7 @@ class Settings(BaseSettings):
     # no prices are built in.
     price_table: Path | None = None
 
-    # Per-mode budgets (TOOLS.md section 4).
+    # Per-mode budgets (docs/tools.md section 7.2).
     voice_retrieval_calls: int = 2
     voice_soft_limit_ms: int = 800
     voice_hard_timeout_ms: int = 3000
@@ -180,40 +185,6 @@ class Settings(BaseSettings):
         max_length=1000,
     )
 
-    # The embedded local model: 1.0 speaks in real time, 0 as fast as possible.
-    local_pace: float = 1.0
-    local_scenario: Path | None = None
-
-    # Upstreams: opening one (connect + session setup), and recovering a lost one.
-    upstream_connect_timeout_s: float = Field(default=10.0, gt=0)
-    upstream_reconnect_attempts: int = Field(default=5, ge=0)
-    upstream_reconnect_backoff_s: float = Field(default=0.25, ge=0)
-    openai_api_key: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("OPENAI_API_KEY", "openai_api_key")
-    )
-    openai_ws_url: str | None = None
-    openai_base_url: str | None = Field(
-        default=None, validation_alias=AliasChoices("OPENAI_BASE_URL", "openai_base_url")
-    )
-    openai_model: str = "gpt-realtime"
-    gemini_api_key: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("GEMINI_API_KEY", "gemini_api_key")
-    )
-    gemini_base_url: str | None = None
-    gemini_ca_file: Path | None = None
-    gemini_model: str = "gemini-2.5-flash-native-audio-preview-09-2025"
-    gemini_text_model: str = "gemini-live-2.5-flash-preview"
-    gemini_api_version: str = "v1beta"
-    chat_base_url: str | None = None
-    chat_api_key: SecretStr | None = None
-    chat_model: str = "gpt-4o-mini"
-    # Tool rounds per user message before the model must answer without tools.
-    chat_max_rounds: int = Field(default=5, ge=0, le=50)
-    # The conversation kept per session, as a token estimate; the oldest turns go first.
-    chat_history_tokens: int = Field(default=16000, ge=256)
-    chat_timeout_s: float = Field(default=60.0, gt=0)
-    # The SDK's own retries of 408/409/429/5xx and connection failures, with backoff.
-    chat_max_retries: int = Field(default=2, ge=0, le=10)
     twilio_auth_token: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("TWILIO_AUTH_TOKEN", "twilio_auth_token")
     )
@@ -223,7 +194,8 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("TWILIO_ACCOUNT_SID", "twilio_account_sid")
     )
     twilio_api_base: str = "https://api.twilio.com"
-    twilio_provider: Literal["local", "openai", "gemini"] | None = None  # None: GATEWAY_PROVIDER
+    # A provider that speaks; None: GATEWAY_PROVIDER.
+    twilio_provider: str | None = None
     twilio_roles: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # Sent as the caller's first message, so the assistant speaks first; empty: wait for them.
     twilio_greeting: str = "The caller has just connected. Greet them briefly."
@@ -233,6 +205,23 @@ class Settings(BaseSettings):
         default="Sorry, this call has to end now. Please call again.", max_length=500
     )
     twilio_token_ttl_s: float = Field(default=120.0, gt=0)
+
+    @field_validator("provider")
+    @classmethod
+    def _a_provider_of_this_build(cls, value: str) -> str:
+        if value not in PROVIDERS:
+            raise ValueError(f"Input should be {_choices(PROVIDERS.names())}")
+        return value
+
+    @field_validator("twilio_provider")
+    @classmethod
+    def _a_provider_that_speaks(cls, value: str | None) -> str | None:
+        if value is not None and value not in PROVIDERS.speaking():
+            raise ValueError(
+                f"Input should be {_choices(PROVIDERS.speaking())}: a phone call needs a "
+                "provider that speaks"
+            )
+        return value
 
     @field_validator("allowed_origins", mode="before")
     @classmethod
@@ -311,6 +300,12 @@ class Settings(BaseSettings):
             return cls()
         except ValidationError as exc:
             raise ConfigError(describe_invalid_settings(exc)) from None
+
+
+def _choices(names: tuple[str, ...]) -> str:
+    """``'a'``, ``'a' or 'b'``, ``'a', 'b' or 'c'``, as pydantic lists a literal's values."""
+    quoted = [f"'{name}'" for name in names]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
 
 
 def describe_invalid_settings(error: ValidationError) -> str:

@@ -31,7 +31,6 @@ from gateway.protocol.client_events import (
     ConfirmationRespond,
     Decision,
     Mode,
-    Provider,
     SessionEnd,
     SessionStart,
     TextSend,
@@ -96,7 +95,7 @@ class TwilioBridge:
         self._pacer = asyncio.create_task(self._pace())
         start = SessionStart(
             mode=Mode.VOICE,
-            provider=None if provider is None else Provider(provider),
+            provider=provider,
             audio=AudioFormat(input_rate=TWILIO_RATE, output_rate=TWILIO_RATE, encoding="pcmu"),
         )
         self.session = await start_session(start, self.outbound)

@@ -1,4 +1,4 @@
-"""Build-time compiler of the tool registry (TOOLS.md section 2).
+"""Build-time compiler of the tool registry (docs/tools.md section 3).
 
 ``python -m registry_build [--tools DIR ...] [--out FILE]`` scans tool folders, validates every
 file of every tool, generates provider declarations, and writes one deterministic artifact. All

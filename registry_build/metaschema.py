@@ -1,4 +1,4 @@
-"""Our own meta-schema for the orchestration metadata of ``schema.json`` (TOOLS.md section 1).
+"""Our own meta-schema for the orchestration metadata of ``schema.json`` (docs/tools.md section 2).
 
 ``parameters`` is only required to be an object here; it is checked separately against the JSON
 Schema 2020-12 meta-schema, so its errors name the JSON Schema rule that failed. The shape of

@@ -17,7 +17,7 @@ __all__ = [
     "SessionRecord",
 ]
 
-# session.ended reasons of the protocol (section 6)
+# session.ended reasons of the protocol (docs/protocol.md section 6)
 END_REASONS = frozenset(
     {"client", "intent", "idle_timeout", "max_duration", "upstream_failed", "shutdown", "error"}
 )

@@ -18,10 +18,10 @@ import orjson
 from gateway.clock import ManualClock
 from gateway.observability import Metrics
 from gateway.registry import Registry
-from gateway.session import Session, SessionUser
+from gateway.session import Session, SessionParts, SessionUser
 from gateway.session.ownership import Ownership
 from gateway.store import MemoryStore, SessionRecord, SessionSnapshot
-from gateway.toolrun import DEFAULT_BUDGETS, MemoryAuditSink, ToolRunner
+from gateway.toolrun import MemoryAuditSink, ToolRunner
 from transports.base import (
     Capabilities,
     Mode,
@@ -186,17 +186,14 @@ def make_session(
     )
     store = MemoryStore(clock)
     ownership = Ownership(store, session_id="sess_test", node="local")
+    metrics = Metrics(spec.tool_id for spec in registry.tools())
     session = Session(
+        SessionParts(registry, clock, metrics, audit),
         session_id="sess_test",
         user=SessionUser(user_id=user_id, roles=roles),
         setup=setup,
-        registry=registry,
         transport=transport,
         runner=runner,
-        budgets=DEFAULT_BUDGETS,
-        clock=clock,
-        metrics=Metrics(spec.tool_id for spec in registry.tools()),
-        confirmation_ttl_s=120.0,
         ownership=ownership,
     )
     ownership.record_of = lambda: SessionRecord(

@@ -1,4 +1,4 @@
-"""The layering of ARCHITECTURE.md, read from the imports themselves (``ast``, no import runs):
+"""The layering of docs/architecture.md section 3, read from the imports (``ast``, no import runs):
 
 - the product (``gateway``, ``transports``, ``tools``) never imports ``fakes``, ``bench``,
   ``soak``, ``registry_build`` (build time) or the tests;

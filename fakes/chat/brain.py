@@ -90,7 +90,7 @@ class FakeCall:
 class Text:
     text: str
     delay_ms: int = 0  # the shell waits this long before the first chunk
-    unannounced: bool = False  # a chunk and fields the reference does not list (``/unknown``)
+    unannounced: bool = False  # a chunk and fields the API reference does not list (``/unknown``)
     type: Literal["text"] = "text"
 
 

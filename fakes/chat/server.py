@@ -7,7 +7,7 @@ the request log (``requests``, ``responses``, ``wait_for_requests``; a ``tap`` s
 exchange as it comes, also when ``log_exchanges`` is off for a long run), the waits between chunks,
 and ``Cut`` (the stream breaks off: no ``finish_reason``, no ``[DONE]``, the TCP is closed).
 A ``Text`` marked ``unannounced`` (``/unknown``) carries what providers add without notice: a
-chunk of an ``object`` type the reference does not list, and fields it does not list on the
+chunk of an ``object`` type the API reference does not list, and fields it does not list on the
 chunks and their deltas (``UNANNOUNCED_OBJECT``, ``UNANNOUNCED_FIELD``).
 
 Run it alone with ``python -m fakes.chat --port P [--api-key K]``.
@@ -50,7 +50,7 @@ __all__ = [
 _log = logging.getLogger(__name__)
 _ROUTES = frozenset({"/v1/chat/completions", "/chat/completions"})
 _WORDS = re.compile(r"\s*\S+\s*")
-# Names the reference does not list: a client must ignore them.
+# Names the API reference does not list: a client must ignore them.
 UNANNOUNCED_OBJECT = "chat.completion.unannounced_feature"
 UNANNOUNCED_FIELD = "unannounced_field"
 _NOT_AUTHORIZED = (
@@ -196,7 +196,7 @@ def stream_chunks(
 
 
 def _with_unannounced(frames: list[Frame], envelope: Envelope) -> list[Frame]:
-    """The chunks with a field the reference does not list on each one and its delta, and a
+    """The chunks with a field the API reference does not list on each one and its delta, and a
     chunk of an ``object`` type it does not list after the first."""
     made_up = {"kind": "a field this fake made up"}
     for _, chunk in frames:

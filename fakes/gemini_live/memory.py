@@ -9,7 +9,7 @@ Theory of operation:
 - after each completed turn (when ``sessionResumption`` is on) the connection asks the store to
   ``issue`` a handle: a *snapshot* of the brain and the history as they are then, because a
   resumed session continues from the last handle, not from whatever happened after it (audio and
-  tool calls after the last handle are lost, as the reference, section 7, says);
+  tool calls after the last handle are lost: https://ai.google.dev/gemini-api/docs/live-session);
 - a setup with a known handle ``restore``s that snapshot into a fresh ``SessionMemory`` (deep
   copies, so one handle can be resumed twice); pending tool calls are never part of a snapshot,
   so they are orphaned on the new connection;

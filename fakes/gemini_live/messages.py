@@ -116,13 +116,13 @@ def go_away(time_left_s: float) -> Message:
 
 
 def unannounced_message() -> Message:
-    """A server message whose top-level key the reference does not list: the service adds
+    """A server message whose top-level key the API reference does not list: the service adds
     messages without notice, and a client must ignore what it does not know."""
     return {"unannouncedFeature": {"kind": "a feature this fake made up", "version": 2}}
 
 
 def unannounced_field(message: Message) -> Message:
-    """``message`` with a ``serverContent`` field the reference does not list."""
+    """``message`` with a ``serverContent`` field the API reference does not list."""
     content = message.get("serverContent")
     if not isinstance(content, dict):
         return message

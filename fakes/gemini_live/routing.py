@@ -9,7 +9,7 @@ fake-only directives in user text come before the brain:
 - ``/goaway``: ``goAway`` with 1 s left now (the socket closes 1001 after it), and an empty turn
   so the client's receive loop ends and it gets a fresh resumption handle;
 - ``/hang``: no reply; the turn never completes until the user barges in;
-- ``/unknown TEXT``: speak TEXT, with a message and fields the reference does not list (what the
+- ``/unknown TEXT``: speak TEXT, with a message and fields the API reference does not list (what the
   service may add without notice).
 
 Then the brain (``transports.local.brain``), which calls only the functions the setup declared

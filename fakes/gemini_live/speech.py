@@ -14,7 +14,7 @@ turn (``generationComplete``, ``turnComplete``), so the run only speaks:
   socket with 1011 right after that many model messages; ``HangPlan`` yields a step that waits
   until the generation is halted, forever;
 - ``unannounced`` (``/unknown``): what the service may add without notice, a message whose
-  top-level key the reference does not list before the first word, and on every model message a
+  top-level key the API reference does not list before the first word, and on every model message a
   ``serverContent`` field it does not list (``messages.unannounced``).
 
 ``spoken`` is what was said so far (what an interrupted turn keeps in the history).
@@ -49,7 +49,7 @@ class SpeechPlan:
     text: str
     delay_ms: int = 0
     drop_after: int | None = None  # close 1011 after this many model messages
-    unannounced: bool = False  # a message and fields the reference does not list (``/unknown``)
+    unannounced: bool = False  # a message and fields the API reference does not list (``/unknown``)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,8 @@ on with the reply. ``scheduling`` and ``willContinue: true`` on a BLOCKING call'
 accepted and ignored (noted in ``ignored``). A barge-in cancels the unanswered BLOCKING ids
 (``interrupted``, ``toolCallCancellation``, ``turnComplete``).
 
-NON_BLOCKING calls (``"behavior": "NON_BLOCKING"``), following section 10 of the reference:
+NON_BLOCKING calls (``"behavior": "NON_BLOCKING"``), following the Live API's tool guide
+(https://ai.google.dev/gemini-api/docs/live-api/tools):
 
 - the model does not wait: after ``toolCall`` (and the "not resumable" update) the same turn
   goes on with ``routing.acknowledgement`` ("I've started NAME; I'll tell you when it's
@@ -40,10 +41,10 @@ NON_BLOCKING calls (``"behavior": "NON_BLOCKING"``), following section 10 of the
   wait are answered together, in one turn, in the order they came (``routing.decide_late``);
 - a barge-in never cancels a NON_BLOCKING call (``toolCallCancellation`` is for BLOCKING calls
   only) nor drops the results due: they are answered after the turn that answers the user;
-- ``sessionResumptionUpdate``: the reference says ``resumable`` is false while tools execute, so
-  no handle is issued while a NON_BLOCKING call is open (turn ends send ``resumable: false``);
-  when the last one is finished while the model is idle (a ``SILENT`` final result), a fresh
-  handle comes at once; else at the end of the turn that answers it.
+- ``sessionResumptionUpdate``: the API reference (https://ai.google.dev/api/live) says ``resumable``
+  is false while tools execute, so no handle is issued while a NON_BLOCKING call is open (turn ends
+  send ``resumable: false``); when the last one is finished while the model is idle (a ``SILENT``
+  final result), a fresh handle comes at once; else at the end of the turn that answers it.
 
 Responses for unknown, cancelled or finished ids are ignored and noted in ``ignored`` (or close
 1008 "Requested entity was not found" with ``strict_tool_ids``); they never make the model speak.

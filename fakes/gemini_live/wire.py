@@ -68,7 +68,8 @@ Message = dict[str, Any]
 
 AUDIO_OUT_MIME = "audio/pcm;rate=24000"
 
-# Close codes and the reasons the real service gives for them (section 12 of the reference).
+# Close codes and the reasons the real service gives for them, as public bug reports show them
+# (the service sends no error message: it closes the socket with a reason).
 INVALID_ARGUMENT = 1007  # "Request contains an invalid argument." and friends
 NOT_FOUND = 1008  # "Requested entity was not found"
 INTERNAL = 1011  # "Internal error occurred"

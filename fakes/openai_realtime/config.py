@@ -1,10 +1,11 @@
 """The GA session object of the fake: defaults, validation, the ``session.update`` merge, and
 the per-response overrides of ``response.create``.
 
-Pure. ``default_session`` is what ``session.created`` carries (section 9.4 of the reference);
-``merge_session_update`` validates a ``session.update`` payload completely before changing
-anything, then deep-merges the fields present (``null`` clears) and returns the new effective
-session, which ``session.updated`` carries in full. Invalid updates raise ``ClientError``:
+Pure. ``default_session`` is what ``session.created`` carries
+(https://platform.openai.com/docs/api-reference/realtime-server-events); ``merge_session_update``
+validates a ``session.update`` payload completely before changing anything, then deep-merges the
+fields present (``null`` clears) and returns the new effective session, which ``session.updated``
+carries in full. Invalid updates raise ``ClientError``:
 
 - no ``session.type`` → ``missing_required_parameter`` (``param: "session.type"``);
 - a field the GA API does not know (beta names such as ``modalities`` or ``temperature``, the

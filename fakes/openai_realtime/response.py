@@ -1,4 +1,4 @@
-"""One response of the fake, as a pure stepper: the events of sections 6.1 and 6.3, in order.
+"""One response of the fake, as a pure stepper: its GA server events, in OpenAI's order.
 
 ``ResponseRun.created()`` is the ``response.created`` event (the session sends it at once, so a
 cancel that follows can never overtake it); ``next_step()`` then yields the rest piece by piece
@@ -24,7 +24,7 @@ and ``cancel(reason)`` closes out whatever is open. Theory of operation:
 - ``FailPlan``: ``response.done`` ``failed`` right away; ``HangPlan``: nothing until cancelled;
   ``CallsPlan(hang=True)``: the calls in full, then nothing until cancelled;
 - ``SpeechPlan(unannounced=True)`` (``/unknown``): what the API may add without notice, before
-  the speech an event of a type the reference does not list (``UNANNOUNCED_EVENT``), and on each
+  the speech an event of a type the API reference does not list (``UNANNOUNCED_EVENT``), and on each
   of its deltas a field it does not list (``UNANNOUNCED_FIELD``).
 
 Output items are written to the conversation unless the response is out-of-band
@@ -69,7 +69,7 @@ __all__ = [
 ]
 
 DROP_REASON = "simulated upstream fault"
-# Names the reference does not list: a client must ignore them (providers add events unannounced).
+# Names the API reference does not list: a client must ignore them (providers add such events).
 UNANNOUNCED_EVENT = "response.unannounced_feature.added"
 UNANNOUNCED_FIELD = "unannounced_field"
 
@@ -79,7 +79,7 @@ class SpeechPlan:
     text: str
     delay_ms: int = 0
     drop_after: int | None = None  # close the socket (1011) after this many deltas
-    unannounced: bool = False  # an event and fields the reference does not list (``/unknown``)
+    unannounced: bool = False  # an event and fields the API reference does not list (``/unknown``)
 
 
 @dataclass(frozen=True, slots=True)

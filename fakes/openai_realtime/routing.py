@@ -22,7 +22,7 @@ reply to results included); fake-only directives in user text come before the br
 ``/drop TEXT`` (speak TEXT, close 1011 after two deltas), ``/expire`` (the session expires now),
 ``/hang`` (``response.created`` and nothing else until cancelled), ``/hangcall NAME {json}`` (the
 call in full, as ``/tool`` would make it, then no ``response.done`` until cancelled),
-``/unknown TEXT`` (speak TEXT, with an event type and fields the reference does not list: what
+``/unknown TEXT`` (speak TEXT, with an event type and fields the API reference does not list: what
 the API may add without notice). A brain ``Fail`` is returned as is: the socket
 closes with 1011 at once.
 """

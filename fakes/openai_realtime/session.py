@@ -14,7 +14,7 @@ without an event loop. Theory of operation:
 - what a response says: the items added since the previous response started are routed to the
   ``LocalBrain`` (``routing``), fake-only directives in user text first: ``/drop TEXT``
   (speak, then close 1011 after 2 deltas), ``/expire``, ``/hang``, ``/unknown TEXT`` (speak,
-  with an event type and fields the reference does not list); the brain's calls go out under
+  with an event type and fields the API reference does not list); the brain's calls go out under
   server-wide call ids (``call_<n>``: the brain numbers its calls from 1 in every session, and
   OpenAI's ids never repeat), mapped back when their outputs come;
 - server VAD (``audio.input.turn_detection`` set, ``audio_input``): speech start →

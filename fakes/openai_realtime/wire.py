@@ -14,9 +14,10 @@ shell (``server``) carries them out. The actions are:
 A response is delivered in ``Step``s; the shell sends a step's actions, then waits as the step
 says (``audio_s`` × pace, ``wait_s`` of "thinking", or forever when ``hang``).
 
-Error messages follow the API's own wording where public captures show it (section 7 of the
-reference); ``ClientError`` is "the client sent something illegal": the session answers with an
-``error`` event that echoes the client's ``event_id`` and goes on.
+Error messages follow the API's own wording where public captures show it (the ``error`` event of
+https://platform.openai.com/docs/api-reference/realtime-server-events); ``ClientError`` is "the
+client sent something illegal": the session answers with an ``error`` event that echoes the client's
+``event_id`` and goes on.
 """
 
 from __future__ import annotations

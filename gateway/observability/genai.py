@@ -26,6 +26,8 @@ from typing import Any
 
 import orjson
 
+from gateway.providers import PROVIDERS
+
 __all__ = [
     "CONTENT_ATTRIBUTES",
     "CONVERSATION_ID",
@@ -79,22 +81,15 @@ CONTENT_ATTRIBUTES = frozenset(
     {INPUT_MESSAGES, OUTPUT_MESSAGES, TOOL_CALL_ARGUMENTS, TOOL_CALL_RESULT}
 )
 
-# The conventions' well-known values where one applies: the chat provider speaks OpenAI's chat
-# API, whoever serves it; the embedded local model has none, so a value of the gateway's own.
-_PROVIDERS = {
-    "openai": "openai",
-    "gemini": "gcp.gemini",
-    "chat": "openai",
-    "local": "gateway.local",
-}
 # ``completed`` is ``stop`` (or ``tool_call`` when it called tools); the rest keep their names.
 _FINISH = {"completed": "stop", "failed": "error"}
 
 
 def provider_name(provider: str) -> str:
-    """``gen_ai.provider.name`` of a gateway provider (``local``, ``openai``, ``gemini``,
-    ``chat``); one the gateway does not know keeps its own name."""
-    return _PROVIDERS.get(provider, provider)
+    """``gen_ai.provider.name`` of a gateway provider: its record's (the conventions'
+    well-known value where one applies); one the gateway does not know keeps its own name."""
+    record = PROVIDERS.get(provider)
+    return provider if record is None else record.genai_name
 
 
 def chat_span_name(model: str) -> str:

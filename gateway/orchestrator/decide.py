@@ -1,7 +1,7 @@
 """``decide_call``: what to do with one tool call the model made. Pure: state, call, clock in;
 a decision out. The session carries the decision out (run it, or refuse it through the runner).
 
-Checks, in this order, each producing the error type the model receives (TOOLS.md section 4):
+Checks, in this order, each producing the error type the model receives (docs/tools.md 7.1):
 
     1. registry lookup                       NOT_FOUND
     2. the user's roles, the session filter  FORBIDDEN

@@ -1,4 +1,4 @@
-"""The client protocol of PROTOCOL.md, sans I/O: typed events, pure decode and encode.
+"""The client protocol of docs/protocol.md, sans I/O: typed events, pure decode and encode.
 
 Frames in, events out (``decode_text``, ``decode_binary``); events in, bytes out (``encode``).
 Nothing here touches a socket, a clock or an event loop, and decoding raises nothing but
@@ -25,7 +25,6 @@ from .client_events import (
     JsonClientEvent,
     Mode,
     Ping,
-    Provider,
     ResponseCancel,
     Resume,
     SessionEnd,
@@ -126,7 +125,6 @@ __all__ = [
     "Ping",
     "Pong",
     "ProtocolError",
-    "Provider",
     "Recovery",
     "ResponseCancel",
     "ResponseCreate",

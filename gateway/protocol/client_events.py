@@ -1,4 +1,5 @@
-"""Client → gateway events (PROTOCOL.md section 5) as frozen dataclasses that validate themselves.
+"""Client → gateway events (docs/protocol.md section 5) as frozen dataclasses that validate
+themselves.
 
 Theory of operation: the decoder (``decode.py``) checks JSON *types* and builds these events;
 each constructor then checks the *values* the protocol constrains (allowed choices, ranges,
@@ -7,12 +8,13 @@ field, or ``invalid_audio``). So an event that exists is a valid one, whoever bu
 fields accept their plain string values and store the enum member. ``to_dict`` goes the other
 way, for Python clients and tests.
 
-Defaults where PROTOCOL.md is silent or leaves the choice to the server:
+Defaults where sections 1 to 9 of docs/protocol.md leave the choice to the server (10.1):
 
 - ``audio`` absent, or one of its rates absent: input 16000 Hz, output 24000 Hz.
 - A JSON ``null`` for an optional field means the same as leaving the field out.
 - ``provider``, ``model``, ``voice``, ``instructions``, ``locale`` absent (None): the server's
   defaults. ``tools`` absent (None): every tool the user may use; an empty list: no tools.
+  ``provider`` names one of this build's providers (``gateway.providers``).
 - Identifiers (``response_id``, ``confirmation_id``, resume ids, tool names) must be non-empty;
   free text (``model``, ``reason``, …) may be any string.
 - ``audio.append`` with no samples is ``invalid_audio``, like an empty binary frame.
@@ -32,7 +34,15 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import ClassVar, TypeAlias
 
-from ._field_checks import choice, invalid_field, require_non_empty, with_event_id
+from gateway.providers import PROVIDERS
+
+from ._field_checks import (
+    choice,
+    describe_choices,
+    invalid_field,
+    require_non_empty,
+    with_event_id,
+)
 from .client_tool_events import ClientToolDeclaration, ClientToolOutput, check_client_tools
 from .confirmation_events import ConfirmationRespond, Decision
 from .errors import ErrorCode, ProtocolError
@@ -63,7 +73,6 @@ __all__ = [
     "JsonClientEvent",
     "Mode",
     "Ping",
-    "Provider",
     "ResponseCancel",
     "Resume",
     "SessionEnd",
@@ -85,19 +94,20 @@ class Mode(StrEnum):
     TEXT = "text"
 
 
-class Provider(StrEnum):
-    OPENAI = "openai"
-    GEMINI = "gemini"
-    CHAT = "chat"
-    LOCAL = "local"
-
-
 class ToolDialect(StrEnum):
     """How tools are offered to the model (extension; None means the provider's native way)."""
 
     NATIVE = "native"
     INLINE = "inline"
     JSON = "json"
+
+
+def provider_checked(value: object, *, event_type: str, event_id: str | None) -> str:
+    """``value`` as the name of one of this build's providers."""
+    if not isinstance(value, str) or value not in PROVIDERS:
+        allowed = describe_choices(PROVIDERS.names())
+        raise invalid_field(event_type, "provider", f"must be {allowed}", event_id)
+    return str(value)
 
 
 def _check_whole_samples(pcm: bytes, event_type: str, event_id: str | None) -> None:
@@ -184,7 +194,7 @@ class SessionStart:
     TYPE: ClassVar[str] = "session.start"
 
     mode: Mode
-    provider: Provider | None = None
+    provider: str | None = None
     model: str | None = None
     voice: str | None = None
     instructions: str | None = None
@@ -206,13 +216,7 @@ class SessionStart:
         mode = choice(Mode, self.mode, event_type=event_type, field_name="mode", event_id=event_id)
         object.__setattr__(self, "mode", mode)
         if self.provider is not None:
-            provider = choice(
-                Provider,
-                self.provider,
-                event_type=event_type,
-                field_name="provider",
-                event_id=event_id,
-            )
+            provider = provider_checked(self.provider, event_type=event_type, event_id=event_id)
             object.__setattr__(self, "provider", provider)
         if self.tool_dialect is not None:
             dialect = choice(

@@ -1,4 +1,4 @@
-"""The client's answer to a confirmation (PROTOCOL.md section 5): ``confirmation.respond``."""
+"""The client's answer to a confirmation (docs/protocol.md section 5): ``confirmation.respond``."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ error code:
 1. size: more than ``max_bytes`` of UTF-8 → ``payload_too_large`` (before any parsing);
 2. JSON: not parseable by orjson → ``invalid_json``;
 3. shape: not an object, or no string ``type`` → ``invalid_event``;
-4. type: not one of PROTOCOL.md section 5 → ``unknown_event`` (the session continues);
+4. type: not one of docs/protocol.md section 5 → ``unknown_event`` (the session continues);
 5. ``event_id``: present and not a string (or null) → ``invalid_event``;
 6. fields: wrong JSON type → ``invalid_event`` naming the field; then the event's constructor
    checks the values (choices, ranges, lengths, whole samples → ``invalid_audio``).
@@ -40,7 +40,6 @@ from .client_events import (
     JsonClientEvent,
     Mode,
     Ping,
-    Provider,
     ResponseCancel,
     Resume,
     SessionEnd,
@@ -48,6 +47,7 @@ from .client_events import (
     SessionUpdate,
     TextSend,
     ToolDialect,
+    provider_checked,
 )
 from .client_tool_events import (
     ClientToolDeclaration,
@@ -191,6 +191,12 @@ class _Fields:
             event_id=self.event_id,
         )
 
+    def optional_provider(self, name: str) -> str | None:
+        value = self._message.get(name)
+        if value is None:
+            return None
+        return provider_checked(value, event_type=self._event_type, event_id=self.event_id)
+
     def optional_object(self, name: str) -> dict[str, Any] | None:
         value = self._message.get(name)
         if value is None or isinstance(value, dict):
@@ -217,7 +223,7 @@ def _session_start(fields: _Fields) -> SessionStart:
     tools = fields.optional_list("tools")
     return SessionStart(
         mode=mode,
-        provider=fields.optional_choice("provider", Provider),
+        provider=fields.optional_provider("provider"),
         model=fields.optional_str("model"),
         voice=fields.optional_str("voice"),
         instructions=fields.optional_str("instructions"),

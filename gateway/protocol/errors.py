@@ -1,7 +1,8 @@
 """Error codes of the client protocol and the one exception this package raises.
 
-Every problem the client may hear about has a code from PROTOCOL.md section 6 and travels as
-a :class:`ProtocolError` until the session turns it into an ``error`` event::
+Every problem the client may hear about has a code from docs/protocol.md section 6 (extensions:
+10.2, 10.16) and travels as a :class:`ProtocolError` until the session turns it into an
+``error`` event::
 
     GatewayError (gateway.errors)
      └── ProtocolError            code, message, event_id, retryable, fatal
@@ -23,7 +24,7 @@ __all__ = ["ErrorCode", "ProtocolError"]
 
 
 class ErrorCode(StrEnum):
-    """The ``code`` of an ``error`` event (PROTOCOL.md section 6)."""
+    """The ``code`` of an ``error`` event (docs/protocol.md section 6; extensions 10.2, 10.16)."""
 
     INVALID_JSON = "invalid_json"
     INVALID_EVENT = "invalid_event"

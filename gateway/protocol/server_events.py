@@ -1,4 +1,4 @@
-"""Gateway → client events (PROTOCOL.md section 6) as frozen dataclasses.
+"""Gateway → client events (docs/protocol.md section 6) as frozen dataclasses.
 
 Each event knows its wire shape: ``to_dict`` returns exactly the documented field names, with
 ``type`` first. Required fields are always present (``null`` when the value is None); a field
@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import ClassVar, TypeAlias
 
-from .client_events import AudioFormat, Mode, Provider
+from .client_events import AudioFormat, Mode
 from .client_tool_events import ClientToolCancelled, ClientToolRequested
 from .errors import ErrorCode, ProtocolError
 from .json_types import JsonObject, JsonScalar, JsonValue
@@ -99,7 +99,7 @@ class ToolInfo:
 
     name: str
     summary: str
-    category: str  # retrieval | action | utility (TOOLS.md section 1)
+    category: str  # retrieval | action | utility (docs/tools.md section 2)
     requires_confirmation: bool
     background: bool = False  # extension (10.14): sent only when true
 
@@ -133,7 +133,7 @@ class SessionStarted:
     session_id: str
     resume_token: str
     mode: Mode
-    provider: Provider
+    provider: str
     model: str
     registry_version: str
     tools: tuple[ToolInfo, ...]
@@ -329,7 +329,7 @@ class ConfirmationRequested:
     tool: str
     prompt: str  # a sentence to show or read back
     parameters: JsonObject
-    sensitivity: str  # low | medium | high | critical (TOOLS.md section 1)
+    sensitivity: str  # low | medium | high | critical (docs/tools.md section 2)
     expires_at: datetime  # timezone-aware; sent as ISO 8601 UTC, e.g. 2025-01-31T12:00:00.000Z
 
     def __post_init__(self) -> None:

@@ -1,11 +1,11 @@
 """The items a GA client may create (``conversation.item.create``), decoded and validated.
 
-Supported, as the brief of this endpoint says: ``message`` with role ``user`` (``input_text``
-and ``input_audio`` parts) or ``system`` (``input_text``), and ``function_call_output``
-(``call_id`` matching ``^[a-zA-Z0-9_-]+$``, ``output`` a string). Other item types (assistant
-messages, ``function_call``, MCP items) and parts (``input_image``) are ``invalid_value``
-naming the supported ones; this gateway cannot put them in its upstream's memory. An item's
-``status`` and ``object`` are ignored. ``to_wire`` is the item as the server echoes it in
+Decoded (docs/protocol.md 10.15 says which of these the bridge then refuses): ``message`` with role
+``user`` (``input_text`` and ``input_audio`` parts) or ``system`` (``input_text``), and
+``function_call_output`` (``call_id`` matching ``^[a-zA-Z0-9_-]+$``, ``output`` a string). Other
+item types (assistant messages, ``function_call``, MCP items) and parts (``input_image``) are
+``invalid_value`` naming the supported ones; this gateway cannot put them in its upstream's memory.
+An item's ``status`` and ``object`` are ignored. ``to_wire`` is the item as the server echoes it in
 ``conversation.item.added`` / ``.done`` (audio bytes are never echoed).
 """
 

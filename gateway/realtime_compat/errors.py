@@ -10,8 +10,9 @@
            second response); the bridge sends ``Translator.error_event(error)`` and goes on,
            as OpenAI's server does: a client mistake never ends the session.
 
-Codes and messages follow OpenAI's own wording where public captures show it (the OpenAI
-Realtime reference, section 7, and the fake server that follows it): ``missing_required_parameter``
+Codes and messages follow OpenAI's own wording where public captures show it (the ``error``
+event of https://platform.openai.com/docs/api-reference/realtime-server-events,
+and ``fakes/openai_realtime``, which follows it): ``missing_required_parameter``
 ("Missing required parameter: 'session.type'."), ``invalid_type`` ("Invalid type for 'x':
 expected a string, but got an integer instead."), ``invalid_value`` ("Invalid value: 'x'.
 Supported values are: 'a', 'b', and 'c'."), ``unknown_parameter`` ("Unknown parameter: 'x'.").

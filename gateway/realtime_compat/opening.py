@@ -24,7 +24,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Final
 
-from gateway.protocol import AudioFormat, Mode, Provider, SessionStart, SessionUpdate
+from gateway.protocol import AudioFormat, Mode, SessionStart, SessionUpdate
+from gateway.providers import PROVIDERS
 from gateway.realtime_compat.client_tools import ToolCheck, client_tools_of
 from gateway.realtime_compat.session_config import SessionView
 from gateway.realtime_compat.turn_options import upstream_tool_choice, upstream_turns
@@ -43,18 +44,17 @@ class Reopen:
 REOPEN: Final = Reopen()
 
 
-def session_start(
-    view: SessionView, provider: Provider | None, check_tools: ToolCheck
-) -> SessionStart:
+def session_start(view: SessionView, provider: str | None, check_tools: ToolCheck) -> SessionStart:
     """The gateway session the client's session is, as ``view`` shows it (``CompatError`` for
     client tools that break the rules, which a ``session.update`` has checked already)."""
     voice = view.voice if isinstance(view.voice, str) else None
+    record = PROVIDERS.get(provider)
     return SessionStart(
         mode=Mode.TEXT if view.modality == "text" else Mode.VOICE,
         provider=provider,
-        # OpenAI's model by its name; the others pick theirs by mode (Gemini's voice and text
-        # models differ), from the gateway's settings.
-        model=view.model if provider is Provider.OPENAI else None,
+        # The model by its name where the name is the upstream's own (OpenAI's); the others
+        # pick theirs by mode (Gemini's voice and text models differ), from the settings.
+        model=view.model if record is not None and record.model_names.passed_on else None,
         voice=voice,
         instructions=view.instructions or None,
         audio=AudioFormat(input_rate=AUDIO_RATE, output_rate=AUDIO_RATE),

@@ -1,4 +1,4 @@
-"""One response as GA server events, in OpenAI's order (reference 6.1 and 6.3). Pure.
+"""One response as GA server events, in OpenAI's order (docs/protocol.md 10.15). Pure.
 
 A ``ResponseStream`` is made at our ``response.started`` and says ``response.created`` at once.
 Its assistant message is opened by the first delta or audio frame (a response that only ran

@@ -25,7 +25,7 @@ from aiohttp import web
 from gateway.admission import Admission, json_error
 from gateway.client_socket import ClientSocket, HandshakeRefused
 from gateway.config import Settings
-from gateway.protocol import EndReason, Provider, SessionStart
+from gateway.protocol import EndReason, SessionStart
 from gateway.realtime_compat.bridge import CompatBridge
 from gateway.realtime_compat.client_tools import ToolCheck
 from gateway.realtime_compat.model_names import model_refusal, provider_for_model
@@ -148,11 +148,11 @@ class RealtimeCompatRoutes:
             if not sock.closed:
                 await sock.close(close_code(reason))
 
-    def _tool_check(self, user: SessionUser, provider: Provider | None) -> ToolCheck:
+    def _tool_check(self, user: SessionUser, provider: str | None) -> ToolCheck:
         """The rules of the session's ``client_tools`` (``session_setup`` checks them again at
         the start), at hand for each ``session.update`` before the session starts."""
         visible = [spec.tool_id for spec in self.manager.registry.visible_to(user.roles)]
-        upstream = provider.value if provider is not None else self.settings.provider
+        upstream = provider if provider is not None else self.settings.provider
         return lambda tools: declarations_problem(tools, visible, upstream)
 
     async def _read(self, sock: ClientSocket, bridge: CompatBridge) -> None:

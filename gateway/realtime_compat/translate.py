@@ -8,7 +8,7 @@ return, in order. The client's own events are decoded by ``client_wire``; those 
 answers itself go through the methods below (``create_item``, ``commit_input``, …), which
 return the echoes or raise ``CompatError`` (send ``error_event(error)``; nothing changed).
 
-A response (GA order, reference 6.1)::
+A response (GA order, docs/protocol.md 10.15)::
 
     response.started         → [user turn ends, below] response.created
     first audio / transcript → response.output_item.added (assistant message, in_progress)
@@ -31,7 +31,9 @@ message. Open items end ``incomplete`` with the partial transcript, in the same 
 The user's side (speech, commits, transcription) is ``user_turns``: our ``speech.started``
 opens a user item, the next reply or transcript closes it (``speech_stopped``, ``committed``).
 Not reproduced: ``rate_limits.updated``; a barge-in emits no ``conversation.item.truncated``
-until the client sends a truncate (OpenAI's own behaviour there is disputed, reference 6.4).
+until the client sends a truncate (whether OpenAI's server truncates by itself over a WebSocket
+is disputed; the documented way is the client's ``conversation.item.truncate``:
+https://platform.openai.com/docs/api-reference/realtime-client-events).
 
 The gateway's own tools are not the client's business: ``tool.*`` and ``confirmation.*`` are
 dropped. With ``show_tools`` a call is shown as conversation items outside any response: on
@@ -44,11 +46,11 @@ only ``message`` items there, and no client runs a tool on them: tools are run o
 
 The client's own tools (``client_tools``, docs/protocol.md 10.16): our
 ``client_tool.requested {response_id, call_id, name, arguments}`` is a ``function_call``
-output item of that response (reference 6.3), whose ``call_id`` one ``function_call_output``
-may then answer (any other ``call_id``, or a second answer, is ``invalid_tool_call_id``); our
-``client_tool.cancelled`` (no answer came in time, or the model cancelled the call) is an
-``error`` saying so (``client_tool_timeout`` / ``client_tool_cancelled``), and the call takes
-no answer any more.
+output item of that response (10.15, "The client's own tools"), whose ``call_id`` one
+``function_call_output`` may then answer (any other ``call_id``, or a second answer, is
+``invalid_tool_call_id``); our ``client_tool.cancelled`` (no answer came in time, or the model
+cancelled the call) is an ``error`` saying so (``client_tool_timeout`` /
+``client_tool_cancelled``), and the call takes no answer any more.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The user's side of the conversation as GA events: the input buffer, server-VAD turns and
-their transcription (reference 6.2). Pure.
+their transcription (docs/protocol.md 10.15; OpenAI's server VAD:
+https://platform.openai.com/docs/guides/realtime-vad). Pure.
 
 With server VAD::
 

@@ -28,14 +28,11 @@ from gateway.protocol import ToolFinished
 from gateway.session.tool_events import ToolWiring, tool_finished_event
 from gateway.store import Fenced, LedgerEntry
 from gateway.toolrun import AuditDecision, CallOutcome, ToolCall
-from tools._core import ToolResponse
 from transports.base import Delivery, ScheduledResults, ToolResult
 
-__all__ = ["ACKNOWLEDGEMENT", "BackgroundCalls", "ModelTurns"]
+__all__ = ["BackgroundCalls", "ModelTurns"]
 
 _log = structlog.get_logger("session.background")
-
-ACKNOWLEDGEMENT = "Started; the result follows when ready. Tell the user it is under way."
 
 
 class ModelTurns(Protocol):
@@ -70,22 +67,6 @@ class BackgroundCalls:
         self._track = track
         self._from_ledger = from_ledger
         self._missed: list[ToolFinished] = []
-
-    def is_background(self, tool_id: str) -> bool:
-        spec = self._w.registry.get(tool_id)
-        return spec is not None and spec.background
-
-    def acknowledge(self, call: ToolCall) -> ToolResult:
-        """The batch's answer for a call that goes on in the background."""
-        meta = {
-            "toolId": call.tool_id,
-            "callId": call.call_id,
-            "durationMs": 0,
-            "registryVersion": self._w.registry.version,
-        }
-        started = ToolResponse.success({"status": "running", "message": ACKNOWLEDGEMENT})
-        envelope = started.to_envelope(meta)
-        return ToolResult(call.call_id, call.tool_id, envelope, acknowledgement=True)
 
     def run(self, call: ToolCall, decision: AuditDecision) -> None:
         """Run a call nobody ran yet (the ledger says so) in the background."""

@@ -22,7 +22,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from gateway.protocol import ClientToolDeclaration
-from gateway.registry.format import gemini_unsupported_keywords
+from gateway.providers import PROVIDERS
 from gateway.registry.provider_schemas import provider_schemas
 from gateway.toolrun.arguments import MAX_BYTES, ArgumentError, measure_arguments
 from transports.base import ToolDeclaration
@@ -58,8 +58,10 @@ def declarations_problem(
     tools: Sequence[ClientToolDeclaration], registry_tools: Iterable[str], provider: str | None
 ) -> DeclarationProblem | None:
     """The first problem of ``tools`` in a session whose user may use ``registry_tools``, on
-    ``provider`` (None: not known yet, its own limits are not checked)."""
+    ``provider`` (None: not known yet, the limits of its declarations are not checked)."""
     taken = frozenset(registry_tools)
+    record = PROVIDERS.get(provider)
+    dialect = None if record is None else record.dialect
     for index, tool in enumerate(tools):
         if tool.name in taken:
             return DeclarationProblem(
@@ -73,13 +75,13 @@ def declarations_problem(
             return DeclarationProblem(
                 index, "parameters", f"is not a valid JSON Schema: {exc.message}"
             )
-        if provider == "gemini":
-            unsupported = gemini_unsupported_keywords(dict(tool.parameters))
+        if dialect is not None:
+            unsupported = dialect.unsupported(dict(tool.parameters))
             if unsupported:
                 return DeclarationProblem(
                     index,
                     "parameters",
-                    f"holds what Gemini cannot express: {', '.join(unsupported)}",
+                    f"holds what {dialect.title} cannot express: {', '.join(unsupported)}",
                 )
     return None
 

@@ -8,22 +8,18 @@ reuses ids): that call gets neither the other's result nor its failure.
 
 from __future__ import annotations
 
+from gateway.session.tool_batch import reuses_id
 from gateway.session.tool_events import ToolWiring
 from gateway.store import LedgerEntry
 from gateway.toolrun import AuditDecision, CallOutcome, ToolCall
 from tools._core import ToolErrorType, ToolResponse
 
-__all__ = ["outcome_from_ledger", "reuses_id"]
+__all__ = ["outcome_from_ledger"]
 
 _LOST = (
     "the gateway node running this call stopped before it finished; it may or may not have had "
     "its effect: check before calling it again"
 )
-
-
-def reuses_id(entry: LedgerEntry | None, call: ToolCall) -> bool:
-    """The ledger knows the call's id for a call of another tool (an upstream reusing ids)."""
-    return entry is not None and bool(entry.tool_id) and entry.tool_id != call.tool_id
 
 
 async def outcome_from_ledger(w: ToolWiring, call: ToolCall, entry: LedgerEntry) -> CallOutcome:

@@ -26,7 +26,6 @@ from gateway.protocol import (
     ErrorCode,
     ErrorEvent,
     Mode,
-    Provider,
     Recovery,
     SessionEnded,
     SessionLimits,
@@ -38,6 +37,7 @@ from gateway.registry import Registry
 from gateway.session.fan_out import for_each
 from gateway.session.opening import open_session, session_setup
 from gateway.session.outbound import Outbound
+from gateway.session.parts import SessionParts
 from gateway.session.refusals import StartRefused, store_unavailable
 from gateway.session.resume import Resumes
 from gateway.session.session import Session, SessionUser
@@ -50,7 +50,6 @@ from gateway.store import (
     hash_token,
 )
 from gateway.toolrun import AuditSink, ResultCache
-from gateway.usage import PriceTable
 from transports.base import Transport
 
 __all__ = ["SessionManager", "StartRefused", "TransportFactory"]
@@ -88,12 +87,18 @@ class SessionManager:
     # With tracing on, the process's tracer (gateway.observability.tracing); None: off.
     tracing: Tracing | None = None
     resumes: Resumes = field(init=False)
-    prices: PriceTable | None = field(init=False)
+    # What every session here is built with (``opening.open_session``).
+    parts: SessionParts = field(init=False)
 
     def __post_init__(self) -> None:
         self.resumes = Resumes(self)
-        path = self.settings.price_table
-        self.prices = None if path is None else PriceTable.load(path)
+        self.parts = SessionParts.of(
+            self.settings,
+            registry=self.registry,
+            clock=self.clock,
+            metrics=self.metrics,
+            audit=self.audit,
+        )
 
     # -- start -----------------------------------------------------------------------------------
 
@@ -184,27 +189,7 @@ class SessionManager:
         epoch: int,
     ) -> Session:
         """Connect the upstream and build the session (registered, loops running)."""
-        session = await open_session(
-            session_id,
-            setup,
-            user,
-            event_id,
-            settings=self.settings,
-            registry=self.registry,
-            transports=self.transports,
-            metrics=self.metrics,
-            audit=self.audit,
-            clock=self.clock,
-            cache=self.cache,
-            store=self.store,
-            node_id=self.node_id,
-            epoch=epoch,
-            on_boundary=self._boundary if self.store.shared else None,
-            on_lost=self._lost,
-            on_end=self._free_in_store,
-            prices=self.prices,
-            tracing=self.tracing,
-        )
+        session = await open_session(self, session_id, setup, user, event_id, epoch=epoch)
         session.attach(outbound)
         self.sessions[session_id] = session
         self.metrics.active_sessions.inc()
@@ -253,7 +238,7 @@ class SessionManager:
                 session_id=session.session_id,
                 resume_token=token,
                 mode=Mode(session.mode),
-                provider=Provider(session.provider),
+                provider=session.provider,
                 model=session.profile.model or session.provider,
                 registry_version=self.registry.version,
                 tools=tuple(
@@ -303,9 +288,11 @@ class SessionManager:
 
     # -- snapshots and ownership -----------------------------------------------------------------
 
-    def _boundary(self, session: Session) -> None:
-        """A turn began or ended: a snapshot for the store, one write in flight per session
-        (a boundary during a write asks for one more after it)."""
+    def session_boundary(self, session: Session) -> None:
+        """A turn began or ended: a snapshot for a shared store, one write in flight per
+        session (a boundary during a write asks for one more after it)."""
+        if not self.store.shared:
+            return
         session_id = session.session_id
         if session_id in self._saving:
             self._save_again.add(session_id)
@@ -326,7 +313,7 @@ class SessionManager:
         finally:
             self._saving.pop(session.session_id, None)
 
-    def _lost(self, session: Session) -> None:
+    def session_lost(self, session: Session) -> None:
         """Another node owns it now: let our copy go, quietly."""
         self._in_background(self.release_local(session))
 
@@ -418,7 +405,7 @@ class SessionManager:
             self._finishing.add(session)
             self._in_background(self._finish(session))
 
-    async def _free_in_store(self, session: Session) -> None:
+    async def session_ending(self, session: Session) -> None:
         """The session ends here for good: its user's slot and its record go (a tombstone)."""
         await self.release_slot(session.user, session.session_id)
         with contextlib.suppress(StoreUnavailable):

@@ -6,14 +6,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
-from typing import Literal
+from collections.abc import Callable
+from typing import Protocol
 
 import structlog
 
-from gateway.clock import Clock
 from gateway.config import Settings
-from gateway.observability import Metrics, Tracing
+from gateway.observability import Tracing
 from gateway.protocol import (
     ClientToolDeclaration,
     EndReason,
@@ -27,27 +26,32 @@ from gateway.protocol import (
 )
 from gateway.registry import Registry
 from gateway.session.client_tools import ClientToolBook, declarations_problem, model_declarations
-from gateway.session.holding_policy import HoldingPolicy
 from gateway.session.ownership import Ownership
+from gateway.session.parts import SessionParts
 from gateway.session.refusals import StartRefused
-from gateway.session.session import Session, SessionUser
+from gateway.session.session import Session, SessionKeeper, SessionUser
 from gateway.session.snapshot import Profile
+from gateway.session.tool_batch import confirmation_key_ttl_s
 from gateway.session.tool_choice import offered_tools, tool_choice_problem
-from gateway.session.toolflow import CONFIRMATION_KEY_MARGIN_S as KEY_MARGIN_S
 from gateway.session.trace import SessionTrace
 from gateway.store import SessionRecord, SessionSnapshot, SessionStore
 from gateway.toolrun import (
     AuditRecord,
     AuditSink,
-    ModeBudget,
     ResultCache,
     ToolRunner,
     UsageRecord,
 )
-from gateway.usage import PriceTable, SessionUsage
+from gateway.usage import SessionUsage
 from transports.base import ToolDeclaration, Transport, TransportError, UpstreamConfig
 
-__all__ = ["open_session", "session_setup", "stored_client_tools", "tool_choice_checked"]
+__all__ = [
+    "SessionNode",
+    "open_session",
+    "session_setup",
+    "stored_client_tools",
+    "tool_choice_checked",
+]
 
 _log = structlog.get_logger("session.opening")
 
@@ -86,7 +90,7 @@ def session_setup(
                 )
             )
     return SessionSnapshot(
-        provider=start.provider.value if start.provider else settings.provider,
+        provider=start.provider or settings.provider,
         mode=start.mode.value,
         input_rate=start.audio.input_rate,
         output_rate=start.audio.output_rate,
@@ -113,7 +117,7 @@ def tool_choice_checked(
         return
     declared = (tool.to_dict() for tool in start.client_tools)
     offered = offered_tools(registry, user.roles, start.tools, declared)
-    provider = start.provider.value if start.provider else settings.provider
+    provider = start.provider or settings.provider
     dialect = None if start.tool_dialect is None else str(start.tool_dialect)
     problem = tool_choice_problem(start.tool_choice, offered, provider, dialect)
     if problem is not None:
@@ -131,7 +135,7 @@ def client_tools_checked(
 ) -> None:
     """No tool the client declared takes the name of a registry tool this user may use (the
     model could not tell them apart), and each schema is one the upstream can take."""
-    provider = start.provider.value if start.provider else settings.provider
+    provider = start.provider or settings.provider
     visible = (spec.tool_id for spec in registry.visible_to(user.roles))
     problem = declarations_problem(start.client_tools, visible, provider)
     if problem is not None:
@@ -262,31 +266,45 @@ def stored_client_tools(
     return tuple(tools)
 
 
+class SessionNode(SessionKeeper, Protocol):
+    """What opening a session needs of the node that will keep it (the session manager)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def parts(self) -> SessionParts: ...
+
+    @property
+    def transports(self) -> TransportFactory: ...
+
+    @property
+    def cache(self) -> ResultCache: ...
+
+    @property
+    def store(self) -> SessionStore: ...
+
+    @property
+    def node_id(self) -> str: ...
+
+    @property
+    def tracing(self) -> Tracing | None: ...
+
+
 async def open_session(
+    node: SessionNode,
     session_id: str,
     setup: SessionSnapshot,
     user: SessionUser,
     event_id: str | None,
     *,
-    settings: Settings,
-    registry: Registry,
-    transports: TransportFactory,
-    metrics: Metrics,
-    audit: AuditSink,
-    clock: Clock,
-    cache: ResultCache,
-    store: SessionStore,
-    node_id: str,
     epoch: int,
-    on_boundary: Callable[[Session], None] | None,
-    on_lost: Callable[[Session], None],
-    on_end: Callable[[Session], Awaitable[None]],
-    prices: PriceTable | None = None,
-    tracing: Tracing | None = None,
 ) -> Session:
     """Connect the upstream and build the session (not attached, no loops yet). The tools its
     client declared are in ``setup`` (checked by ``session_setup`` when it began; a resume on
     any node offers them again)."""
+    settings, parts, tracing = node.settings, node.parts, node.tracing
+    registry, clock = parts.registry, parts.clock
     client_tools = stored_client_tools(setup, session_id)
     trace = None
     if tracing is not None:
@@ -300,7 +318,7 @@ async def open_session(
     connecting_ns = time.time_ns()
     try:
         transport = await _connect(
-            setup, user, session_id, event_id, settings, registry, transports, client_tools
+            setup, user, session_id, event_id, settings, registry, node.transports, client_tools
         )
     except BaseException as failure:
         if trace is not None:  # refused (a mode the provider lacks) or the upstream failed
@@ -308,48 +326,33 @@ async def open_session(
         raise
     if trace is not None:
         trace.upstream_connected(connecting_ns, provider=setup.provider)
-    budgets: dict[Literal["voice", "text"], ModeBudget] = {
-        "voice": settings.budget("voice"),
-        "text": settings.budget("text"),
-    }
     usage = SessionUsage()
     runner = ToolRunner(
         registry,
         data_dir=settings.data_dir,
-        audit=_CountingAudit(audit, usage),
+        audit=_CountingAudit(parts.audit, usage),
         clock=clock,
-        cache=cache,
-        budgets=budgets,
-        observer=metrics,
+        cache=node.cache,
+        budgets=parts.budgets,
+        observer=parts.metrics,
         tracing=tracing,
     )
     session = Session(
+        parts,
         session_id=session_id,
         user=user,
         setup=setup,
-        registry=registry,
         transport=transport,
         runner=runner,
-        budgets=budgets,
-        clock=clock,
-        metrics=metrics,
-        confirmation_ttl_s=settings.confirmation_ttl_s,
         ownership=Ownership(
-            store,
+            node.store,
             session_id=session_id,
-            node=node_id,
+            node=node.node_id,
             epoch=epoch,
             record_ttl_s=settings.max_duration_s + settings.resume_window_s,
         ),
-        client_events_per_s=settings.client_events_per_s,
-        client_events_burst=settings.client_events_burst,
-        on_boundary=on_boundary,
-        on_lost=on_lost,
-        on_end=on_end,
-        holding=HoldingPolicy(settings.holding_cue, settings.holding_line),
+        keeper=node,
         client_tools=ClientToolBook(client_tools, settings.client_tool_timeout_s),
-        audit=audit,
-        prices=prices,
         usage=usage,
         trace=trace,
     )
@@ -362,7 +365,7 @@ async def open_session(
             user_id=session.user.user_id,
             tenant=session.user.tenant,
             token_hash=session.resume_token_hash,
-            owner=node_id,
+            owner=node.node_id,
             epoch=session.ownership.epoch,
             state="parked" if session.outbound is None else "live",
             snapshot=session.snapshot(),
@@ -373,7 +376,7 @@ async def open_session(
         """Each open confirmation, and how long its key must live in the store."""
         now = clock.now()
         return [
-            (pending.confirmation_id, (pending.expires_at - now).total_seconds() + KEY_MARGIN_S)
+            (pending.confirmation_id, confirmation_key_ttl_s(pending.expires_at, now))
             for pending in session.conversation.book.pending()
         ]
 

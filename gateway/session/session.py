@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 import structlog
 
 from gateway.audio.convert import bytes_per_sample
 from gateway.audio.cues import holding_tone
-from gateway.clock import Clock
-from gateway.observability import Metrics
 from gateway.orchestrator import CallPolicy, ConfirmationBook, IntentState, TurnState
 from gateway.protocol import (
     BinaryAudio,
@@ -40,12 +38,11 @@ from gateway.protocol import (
     SessionEnded,
     encode,
 )
-from gateway.registry import Registry
 from gateway.session.client_events import ClientEvents
 from gateway.session.client_tools import ClientToolBook
-from gateway.session.holding_policy import NO_HOLDING, HoldingPolicy
 from gateway.session.outbound import Outbound
 from gateway.session.ownership import Ownership
+from gateway.session.parts import SessionParts
 from gateway.session.ratelimit import TokenBucket
 from gateway.session.snapshot import Conversation, Profile, restore, snapshot
 from gateway.session.states import SessionState, transition
@@ -54,13 +51,13 @@ from gateway.session.toolflow import ToolFlow
 from gateway.session.trace import SessionTrace
 from gateway.session.upstream_events import UpstreamEvents
 from gateway.store import SessionSnapshot
-from gateway.toolrun import AuditSink, Caller, ModeBudget, ToolRunner, UsageRecord
-from gateway.usage import PriceTable, SessionUsage, UsageReporter
+from gateway.toolrun import Caller, ToolRunner, UsageRecord
+from gateway.usage import SessionUsage, UsageReporter
 from tools._core import Intent
 from transports.base import ConversationItem, Transport
 from transports.twilio.g711 import ulaw_encode
 
-__all__ = ["Session", "SessionUser"]
+__all__ = ["Session", "SessionKeeper", "SessionUser"]
 
 _log = structlog.get_logger("session")
 
@@ -75,38 +72,44 @@ class SessionUser:
     token: str | None = field(default=None, repr=False)
 
 
+class SessionKeeper(Protocol):
+    """Who keeps the node's sessions (the session manager): what a session tells it."""
+
+    def session_boundary(self, session: Session) -> None:
+        """A turn began or ended: a snapshot is due."""
+        ...
+
+    def session_lost(self, session: Session) -> None:
+        """Another node owns the session now."""
+        ...
+
+    async def session_ending(self, session: Session) -> None:
+        """It ends here for good: awaited before the client hears ``session.ended``, so that
+        what it held in the store is free by then."""
+        ...
+
+
 class Session:
     def __init__(
         self,
+        parts: SessionParts,
         *,
         session_id: str,
         user: SessionUser,
         setup: SessionSnapshot,
-        registry: Registry,
         transport: Transport,
         runner: ToolRunner,
-        budgets: Mapping[Literal["voice", "text"], ModeBudget],
-        clock: Clock,
-        metrics: Metrics,
-        confirmation_ttl_s: float,
         ownership: Ownership,
-        client_events_per_s: float = 20.0,
-        client_events_burst: int = 60,
-        on_boundary: Callable[[Session], None] | None = None,
-        on_lost: Callable[[Session], None] | None = None,
-        on_end: Callable[[Session], Awaitable[None]] | None = None,
-        holding: HoldingPolicy = NO_HOLDING,
+        keeper: SessionKeeper | None = None,
         client_tools: ClientToolBook | None = None,
-        audit: AuditSink | None = None,
-        prices: PriceTable | None = None,
         usage: SessionUsage | None = None,
         trace: SessionTrace | None = None,
     ) -> None:
-        """``setup`` is a fresh snapshot for a new session, or a stored one being resumed;
-        ``client_tools``: the book of the tools its client declared (from ``setup``).
-        ``on_boundary``: a turn began or ended (a snapshot is due); ``on_lost``: another node
-        owns the session now; ``on_end``: it is ending here for good (awaited before the client
-        hears ``session.ended``, so that what it held in the store is free by then)."""
+        """``parts``: what every session of the node is built with; ``setup`` is a fresh
+        snapshot for a new session, or a stored one being resumed; ``client_tools``: the book
+        of the tools its client declared (from ``setup``); ``usage``: the account the session's
+        runner counts tool calls into."""
+        clock, metrics, registry = parts.clock, parts.metrics, parts.registry
         self.session_id = session_id
         self.user = user
         self.registry = registry
@@ -114,13 +117,12 @@ class Session:
         self.runner = runner
         self.clock = clock
         self.metrics = metrics
-        self._budgets = budgets
+        self._budgets = parts.budgets
         self.profile = Profile.of(setup)
-        # ``usage``: the account the session's runner counts tool calls into.
-        self.conversation = Conversation(confirmation_ttl_s, usage=usage or SessionUsage())
+        self.conversation = Conversation(parts.confirmation_ttl_s, usage=usage or SessionUsage())
         restore(self.conversation, setup)
-        self.usage = UsageReporter(self.conversation.usage, self.profile, metrics, prices)
-        self._audit = audit
+        self.usage = UsageReporter(self.conversation.usage, self.profile, metrics, parts.prices)
+        self._audit = parts.audit
         self.state = SessionState.STARTING
         self.outbound: Outbound | None = None
         self.resume_token_hash = ""
@@ -139,9 +141,7 @@ class Session:
         # a session with tools of its client's: a call waiting for the client's answer lives
         # on this node only (the declarations themselves are in the snapshot).
         self.movable = client_tools is None or not client_tools.tools
-        self._on_boundary = on_boundary
-        self._on_lost = on_lost
-        self._on_end = on_end
+        self._keeper = keeper
         wiring = ToolWiring(
             self,
             registry,
@@ -151,7 +151,7 @@ class Session:
             transport,
             self.conversation,
             ownership,
-            holding,
+            parts.holding,
             trace,
         )
         self.tools = ToolFlow(wiring, self, client_tools=client_tools)
@@ -175,8 +175,8 @@ class Session:
             registry=registry,
             clock=clock,
             cursor=self.upstream.cursor,
-            events_per_s=client_events_per_s,
-            events_burst=client_events_burst,
+            events_per_s=parts.client_events_per_s,
+            events_burst=parts.client_events_burst,
             trace=trace,
         )
 
@@ -289,8 +289,8 @@ class Session:
 
     def boundary(self) -> None:
         """A user turn began, or a response ended: the state worth a snapshot changed."""
-        if self._on_boundary is not None and not self.ended.is_set():
-            self._on_boundary(self)
+        if self._keeper is not None and not self.ended.is_set():
+            self._keeper.session_boundary(self)
 
     # -- what tool work needs of the replies (``SessionTurns``) -----------------------------------
 
@@ -333,8 +333,8 @@ class Session:
             return
         self.ownership.handed_off = True
         self._log.info("session_lost", epoch=self.ownership.epoch)
-        if self._on_lost is not None:
-            self._on_lost(self)
+        if self._keeper is not None:
+            self._keeper.session_lost(self)
 
     def apply_intents(self, intents: Sequence[Intent]) -> None:
         self.conversation.intents.apply(
@@ -357,9 +357,9 @@ class Session:
     async def _end(self, reason: EndReason, detail: str | None) -> None:
         if self.ended.is_set():
             return
-        if self._on_end is not None and not self.ownership.handed_off:
+        if self._keeper is not None and not self.ownership.handed_off:
             try:  # before the client hears of it: what the session held is free by then
-                await self._on_end(self)
+                await self._keeper.session_ending(self)
             except Exception:  # ending must not fail: the store's copy expires anyway
                 self._log.exception("session_end_hook_failed")
             if self.ended.is_set():  # handed off meanwhile
@@ -369,18 +369,17 @@ class Session:
         self.ended.set()
         self.metrics.sessions_ended.labels(reason.value).inc()
         usage = self.usage.summary()
-        if self._audit is not None:
-            self._audit.session_usage(
-                UsageRecord(
-                    session_id=self.session_id,
-                    user_id=self.user.user_id,
-                    tenant=self.user.tenant,
-                    provider=self.profile.provider,
-                    mode=self.profile.mode,
-                    reason=reason.value,
-                    usage=usage,
-                )
+        self._audit.session_usage(
+            UsageRecord(
+                session_id=self.session_id,
+                user_id=self.user.user_id,
+                tenant=self.user.tenant,
+                provider=self.profile.provider,
+                mode=self.profile.mode,
+                reason=reason.value,
+                usage=usage,
             )
+        )
         self.emit(SessionEnded(reason=reason, detail=detail, usage=usage))
         if self.trace is not None:
             self.trace.ended(reason.value)

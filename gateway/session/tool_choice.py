@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from gateway.providers import PROVIDERS
 from gateway.registry import Registry
 from transports.base import ForcedTool, ToolChoice
 
@@ -35,7 +36,8 @@ def tool_choice_problem(
     """What stands in the way of ``choice`` (a sentence naming the field), or None."""
     if choice in ("auto", "none"):
         return None
-    if provider == "chat" and tool_dialect not in (None, "native"):
+    record = PROVIDERS.get(provider)
+    if record is not None and tool_dialect in record.tool_dialects:
         what = "naming a tool" if isinstance(choice, ForcedTool) else f"'{choice}'"
         return (
             f"'tool_choice' {what} needs the model's own function calling, not the "

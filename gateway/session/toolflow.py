@@ -1,10 +1,12 @@
 """Tool calls inside a session: decide, run, report to the client, answer the model.
 
-The policy is pure (``gateway.orchestrator``); this module only carries its decisions out, in
-the order the client protocol promises: ``tool.started`` before ``tool.finished``, and exactly
-one result per call id for the model, whatever fails. It also keeps the session's books on
-batches: which responses have a batch still running (their ``response.done`` waits for it, so
-the client hears of the calls first), and the tasks that run tool work beside the readers.
+The policy is pure (``gateway.orchestrator``), and so are the batch's books and answers
+(``tool_batch``: which calls run, wait or were answered, what goes back to the model in which
+order, what a batch that failed half-way still owes); this module is the async shell that
+carries them out, in the order the client protocol promises: ``tool.started`` before
+``tool.finished``, and exactly one result per call id for the model, whatever fails. It runs
+the tasks of tool work beside the readers, and holds a response's ``response.done`` while a
+batch of it runs (``ResponseEnds``), so the client hears of the calls first.
 """
 
 from __future__ import annotations
@@ -12,24 +14,42 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
 import structlog
 
-from gateway.orchestrator import CallPolicy, Execute, PendingConfirmation, Refuse, decide_call
+from gateway.orchestrator import CallPolicy, Execute, Refuse, decide_call
 from gateway.protocol import ConfirmationOutcome
 from gateway.session.approvals import Approvals
 from gateway.session.background import BackgroundCalls, ModelTurns
 from gateway.session.client_tool_calls import ClientToolCalls
 from gateway.session.client_tools import ClientToolBook
 from gateway.session.holding import HoldingCues, TonePlayer
-from gateway.session.ledger_outcomes import outcome_from_ledger, reuses_id
+from gateway.session.ledger_outcomes import outcome_from_ledger
+from gateway.session.tool_batch import (
+    GATEWAY_FAILED,
+    Answer,
+    BatchBook,
+    ResponseEnds,
+    after_outcome,
+    answered_elsewhere,
+    audit_decision,
+    batch_calls,
+    confirmation_key_ttl_s,
+    gateway_failure,
+    internal_refusal,
+    model_result,
+    plan_executions,
+    refusal_audit,
+    rest_of_batch,
+    results_for_model,
+    spent_budget,
+)
 from gateway.session.tool_events import ToolWiring, tool_finished_event, tool_started_event
 from gateway.store import Fenced, LedgerEntry
-from gateway.toolrun import AuditDecision, CallOutcome, ToolCall
-from tools._core import ToolErrorType, ToolResponse
+from gateway.toolrun import CallOutcome, ToolCall
+from tools._core import ToolErrorType
 from transports.base import ToolResult
 from transports.events import ResponseDone, ToolCallsRequested
 
@@ -40,9 +60,6 @@ _log = structlog.get_logger("session.tools")
 # A cancelled tool batch finishes within its calls' hard timeouts; past this the next response
 # starts anyway (its order is then the provider's).
 HELD_RESPONSE_WAIT_S = 6.0
-_GATEWAY_FAILED = "The gateway failed while handling this call; retry later."
-# How long a confirmation's key in the store outlives the confirmation.
-CONFIRMATION_KEY_MARGIN_S = 300.0
 
 Finish = Callable[[ResponseDone], Awaitable[None]]
 # Called by a batch once it has told the client all it will before the client's own answers:
@@ -50,14 +67,8 @@ Finish = Callable[[ResponseDone], Awaitable[None]]
 Reported = Callable[[str], Awaitable[None]]
 
 
-@dataclass(slots=True)
-class _BatchProgress:
-    """How far a batch got: what a failure half-way must still report."""
-
-    started: set[str] = field(default_factory=set)
-    skipped: set[str] = field(default_factory=set)
-    asked: set[str] = field(default_factory=set)  # of the client (its own tools)
-    outcomes: dict[str, CallOutcome] = field(default_factory=dict)
+def _new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex}"
 
 
 class SessionTurns(ModelTurns, TonePlayer, Protocol):
@@ -76,10 +87,7 @@ class ToolFlow:
         self._w = wiring
         self._new_id = new_id or (lambda: f"conf_{uuid.uuid4().hex[:16]}")
         self._tasks: set[asyncio.Task[None]] = set()
-        # Running batches per response (a chat response runs one per round).
-        self._batches: dict[str, set[asyncio.Task[None]]] = {}
-        # Response ends held back until that response's batches have reported to the client.
-        self._held: dict[str, tuple[ResponseDone, Finish]] = {}
+        self._ends: ResponseEnds[asyncio.Task[None], Finish] = ResponseEnds()
         self.approvals = Approvals(wiring, self.track, self.result_from_ledger)
         self.background = BackgroundCalls(wiring, turns, self.track, self.result_from_ledger)
         self._holding = HoldingCues(wiring, turns, wiring.holding)
@@ -101,31 +109,23 @@ class ToolFlow:
 
     def start_batch(self, event: ToolCallsRequested) -> None:
         task = asyncio.create_task(self._run_batch(event))
-        self._batches.setdefault(event.response_id, set()).add(task)
+        self._ends.started(event.response_id, task)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     def holding(self, response_id: str) -> bool:
         """Its end is held for a batch still running (nothing of it streams any more)."""
-        return response_id in self._held
+        return self._ends.holding(response_id)
 
     def hold(self, done: ResponseDone, finish: Finish) -> bool:
         """Keep ``done`` back while a batch of its response runs; False when none does."""
-        if done.response_id not in self._batches:
-            return False
-        self._held[done.response_id] = (done, finish)
-        return True
+        return self._ends.hold(done, finish)
 
     async def wait_for_cancelled(self) -> None:
         """A new response may not start before a cancelled one's ``response.done``: if that is
         held for its batch, still finishing the calls just cancelled, wait for it. (A response
         that completed normally may overlap the next, as providers allow.)"""
-        running = [
-            task
-            for rid, (done, _) in self._held.items()
-            if done.status == "cancelled"
-            for task in self._batches.get(rid, ())
-        ]
+        running = self._ends.cancelled_batches()
         if running:
             await asyncio.wait(running, timeout=HELD_RESPONSE_WAIT_S)
 
@@ -138,17 +138,11 @@ class ToolFlow:
     async def _reported(self, response_id: str) -> None:
         """The running batch told the client all it will: the response's end, if held, goes
         once no other batch of it runs (a later batch of the same response reports first)."""
-        running = self._batches.get(response_id)
         task = asyncio.current_task()
-        if running is None or task not in running:
-            return  # said already
-        running.discard(task)
-        if not running:
-            self._batches.pop(response_id, None)
-            held = self._held.pop(response_id, None)
-            if held is not None:
-                done, finish = held
-                await finish(done)
+        held = None if task is None else self._ends.reported(response_id, task)
+        if held is not None:
+            done, finish = held
+            await finish(done)
 
     def cancel(self, call_ids: Sequence[str]) -> None:
         for call_id in call_ids:
@@ -214,27 +208,17 @@ class ToolFlow:
         ``tool.started``, ``tool.finished`` (a call of the client's own tools: its
         ``client_tool.requested``), audit line and one result for the model; unless another
         node took the session over (``Fenced``): then nothing more is done here."""
-        calls = [
-            ToolCall(c.call_id or f"call_{uuid.uuid4().hex}", c.name, c.arguments)
-            for c in event.calls
-        ]
-        progress = _BatchProgress()
+        book = BatchBook(tuple(batch_calls(event.calls, _new_call_id)))
         try:
-            await self._handle(calls, progress, event.response_id, reported)
+            await self._handle(book, event.response_id, reported)
         except Fenced:
             _log.info("tool_batch_fenced", session_id=self._w.ownership.session_id)
             self._w.host.lost()
         except Exception:
             _log.exception("tool_batch_failed")
-            await self._fail_rest(calls, progress)
+            await self._fail_rest(book)
 
-    async def _handle(
-        self,
-        calls: list[ToolCall],
-        progress: _BatchProgress,
-        response_id: str,
-        reported: Reported | None,
-    ) -> None:
+    async def _handle(self, book: BatchBook, response_id: str, reported: Reported | None) -> None:
         w = self._w
         # Expiry always goes through one path (client, audit and model told) before decisions,
         # at the same instant the decisions use.
@@ -242,169 +226,123 @@ class ToolFlow:
         await self.approvals.expire_due(now)
         w.conversation.turn.begin_round()
         policy = w.host.call_policy()
-        executions: list[Execute] = []
-        outcomes = progress.outcomes
-        opened: list[PendingConfirmation] = []
-        asked: list[ToolCall] = []
-        for call in calls:
-            if w.runner.seen(call) or self.client_calls.is_waiting(call.call_id):
-                progress.skipped.add(call.call_id)
-                continue  # duplicate delivery: it was (or is being) answered once already
-            if self.client_calls.declares(call.tool_id):
-                # The client's own: no policy of ours applies; the client runs it.
+        for call in book.calls:
+            answered = w.runner.seen(call) or self.client_calls.is_waiting(call.call_id)
+            route = book.route(
+                call, answered=answered, client_tool=self.client_calls.declares(call.tool_id)
+            )
+            if route == "duplicate":
+                continue  # it was (or is being) answered once already
+            if route == "client":  # no policy of ours applies; the client runs it
                 refused = self.client_calls.ask(call, response_id)
                 if refused is None:
-                    asked.append(call)
-                    progress.asked.add(call.call_id)
+                    book.asked.append(call)
                 else:
-                    outcomes[call.call_id] = refused
+                    book.outcomes[call.call_id] = refused
                 continue
             decision = await self._confirmed_once(self._decide(call, policy, now))
-            self._started(call, decision.args, progress)
+            self._started(call, decision.args, book)
             if isinstance(decision, Execute):
-                executions.append(decision)
-                continue
-            if decision.reason in ("budget", "rounds"):
-                w.metrics.budget_refusals.labels(decision.reason).inc()
-            outcome = w.runner.refuse(
-                call,
-                w.host.caller(),
-                decision.error_type,
-                decision.message,
-                decision=(
-                    AuditDecision.CONFIRMATION_PENDING if decision.opened else AuditDecision.BLOCKED
-                ),
-                reason=decision.reason,
-                arguments=decision.args,
-                **decision.extra,
-            )
-            outcomes[call.call_id] = outcome
-            w.host.emit(tool_finished_event(outcome))
-            if decision.opened is not None:
-                opened.append(decision.opened)
-        for pending in opened:
-            # The owner closes it at expiry (the book decides); the key only outlives that.
-            ttl_s = (pending.expires_at - now).total_seconds() + CONFIRMATION_KEY_MARGIN_S
+                book.executions.append(decision)
+            else:
+                self._refuse(decision, book)
+        for pending in book.opened:
+            ttl_s = confirmation_key_ttl_s(pending.expires_at, now)
             await w.ownership.open_confirmation(pending.confirmation_id, ttl_s)
-        in_background = {
-            e.call.call_id for e in executions if self.background.is_background(e.call.tool_id)
-        }
-        executed = [e.call.call_id for e in executions if e.call.call_id not in in_background]
-        acknowledged = (
-            await self._execute(executions, outcomes, in_background, policy) if executions else {}
-        )
-        for pending in opened:
+        if book.executions:
+            await self._execute(book, policy)
+        for pending in book.opened:
             self.approvals.requested(pending)
-        if asked:
+        if book.asked:
             if reported is not None:
                 await reported(response_id)
-            outcomes.update(await self.client_calls.answers(asked))
-        executed = [c for c in executed if c not in outcomes or not outcomes[c].reused_id]
-        allowed = await w.ownership.deliver(executed)  # each result reaches the model once
+            book.outcomes.update(await self.client_calls.answers(book.asked))
+        delivered = await w.ownership.deliver(book.to_deliver())  # each result reaches it once
         if w.ownership.handed_off:
             return  # the new owner delivers what ran here (it is in the ledger)
-        results = [
-            acknowledged.get(call.call_id)
-            or ToolResult(call.call_id, call.tool_id, outcomes[call.call_id].envelope)
-            for call in calls
-            if call.call_id in acknowledged
-            or (
-                call.call_id in outcomes
-                and not outcomes[call.call_id].cancelled
-                and (call.call_id in allowed or call.call_id not in executed)
-            )
-        ]
+        results = results_for_model(book, delivered)
         if results:
             await w.transport.send_tool_results(results)
+
+    def _refuse(self, decision: Refuse, book: BatchBook) -> None:
+        w = self._w
+        spent = spent_budget(decision)
+        if spent is not None:
+            w.metrics.budget_refusals.labels(spent).inc()
+        call = decision.call
+        outcome = w.runner.refuse(
+            call,
+            w.host.caller(),
+            decision.error_type,
+            decision.message,
+            decision=refusal_audit(decision),
+            reason=decision.reason,
+            arguments=decision.args,
+            **decision.extra,
+        )
+        book.outcomes[call.call_id] = outcome
+        w.host.emit(tool_finished_event(outcome))
+        if decision.opened is not None:
+            book.opened.append(decision.opened)
 
     async def _confirmed_once(self, decision: Execute | Refuse) -> Execute | Refuse:
         """A spoken yes runs the call only if this node closes the confirmation in the store
         (another node may have closed it: approved, rejected or expired there)."""
         if not isinstance(decision, Execute) or decision.confirmation is None:
             return decision
-        confirmation_id = decision.confirmation.confirmation_id
-        if await self._w.ownership.take_confirmation(confirmation_id):
+        if await self._w.ownership.take_confirmation(decision.confirmation.confirmation_id):
             return decision
-        return Refuse(
-            decision.call,
-            ToolErrorType.VALIDATION,
-            f"confirmation_not_found: '{confirmation_id}' was answered already",
-            "confirmation_not_found",
-            decision.args,
-        )
+        return answered_elsewhere(decision)
 
-    async def _execute(
-        self,
-        executions: list[Execute],
-        outcomes: dict[str, CallOutcome],
-        in_background: set[str],
-        policy: CallPolicy,
-    ) -> dict[str, ToolResult]:
+    async def _execute(self, book: BatchBook, policy: CallPolicy) -> None:
         """Run what the ledger says has not run (anywhere); take the results of the others from
-        it; record every result in it. Background calls go on beside the session: their
-        acknowledgements are returned, by call id."""
+        it; record every result in it. Background calls go on beside the session: the batch
+        answers them with their acknowledgements."""
         w = self._w
         known = await w.ownership.start_calls(
-            [(e.call.call_id, e.call.tool_id) for e in executions]
+            [(e.call.call_id, e.call.tool_id) for e in book.executions]
         )
-        acknowledged: dict[str, ToolResult] = {}
-        waited: list[Execute] = []
-        for execution in executions:
-            call = execution.call
-            entry = known.get(call.call_id)
-            # A call under another tool's id is refused at once, never acknowledged.
-            if call.call_id not in in_background or reuses_id(entry, call):
-                waited.append(execution)
-                continue
-            acknowledged[call.call_id] = self.background.acknowledge(call)
-            if entry is not None:
-                self.background.follow(call, entry)
+        plan = plan_executions(book.executions, known, w.registry)
+        book.gated = plan.gated
+        for started in plan.background:
+            call = started.execution.call
+            if started.entry is not None:
+                self.background.follow(call, started.entry)
             else:
-                confirmed = execution.confirmation is not None
-                self.background.run(
-                    call, AuditDecision.CONFIRMED if confirmed else AuditDecision.EXECUTED
-                )
-        executions = waited
-        fresh = [e for e in executions if known.get(e.call.call_id) is None]
+                self.background.run(call, audit_decision(started.execution))
+        fresh = [e.call for e in plan.fresh]
         holding = self._holding.watch(
-            [e.call for e in fresh],
+            fresh,
             voice=policy.mode == "voice",
             soft_limit_ms=policy.budget.soft_limit_ms,
             track=self.track,
         )
         try:
             ran = await w.runner.run_batch(
-                [e.call for e in fresh],
-                w.host.caller(),
-                decisions=[
-                    AuditDecision.EXECUTED if e.confirmation is None else AuditDecision.CONFIRMED
-                    for e in fresh
-                ],
+                fresh, w.host.caller(), decisions=[audit_decision(e) for e in plan.fresh]
             )
         finally:
             if holding is not None:
                 holding.cancel()
         await w.ownership.finish_calls((o.call.call_id, o.envelope) for o in ran)
         by_id = {o.call.call_id: o for o in ran}
-        for execution in executions:
+        for execution in plan.waited:
             call_id = execution.call.call_id
-            entry = known.get(call_id)
             outcome = by_id.get(call_id)
-            if outcome is None and entry is not None:
+            if outcome is None:  # started before: the ledger knows it
+                entry = known.get(call_id)
+                assert entry is not None
                 outcome = await self.result_from_ledger(execution.call, entry)
-            assert outcome is not None
-            outcomes[call_id] = outcome
-            # A call the provider cancelled still closes for the client (its spinner stops);
-            # the provider gets no result for it.
-            w.host.emit(tool_finished_event(outcome))
-            if outcome.cancelled:
-                continue
-            if outcome.ok and outcome.response.intents:
-                w.host.apply_intents(outcome.response.intents)
-            if execution.confirmation is not None:
-                approved = ConfirmationOutcome.APPROVED
-                self.approvals.resolved(execution.confirmation, approved, outcome)
-        return acknowledged
+            book.outcomes[call_id] = outcome
+            after = after_outcome(outcome, execution.confirmation)
+            w.host.emit(after.finished)
+            if after.intents:
+                w.host.apply_intents(after.intents)
+            if after.resolves is not None:
+                self.approvals.resolved(after.resolves, ConfirmationOutcome.APPROVED, outcome)
+        book.acknowledged.update(
+            (started.execution.call.call_id, started.acknowledgement) for started in plan.background
+        )
 
     async def result_from_ledger(self, call: ToolCall, entry: LedgerEntry) -> CallOutcome:
         """A call started before (``ledger_outcomes``): its result, its node's failure, or
@@ -419,49 +357,40 @@ class ToolFlow:
             )
         except Exception:
             _log.exception("tool_decision_failed", call_id=call.call_id)
-            return Refuse(call, ToolErrorType.INTERNAL, _GATEWAY_FAILED, "internal")
+            return internal_refusal(call)
 
-    def _started(
-        self, call: ToolCall, args: dict[str, Any] | None, progress: _BatchProgress
-    ) -> None:
-        progress.started.add(call.call_id)
+    def _started(self, call: ToolCall, args: dict[str, Any] | None, book: BatchBook) -> None:
+        book.started.add(call.call_id)
         self._w.host.emit(tool_started_event(self._w.registry, call, args))
 
-    async def _fail_rest(self, calls: list[ToolCall], progress: _BatchProgress) -> None:
-        """The batch failed half-way: each call not yet reported is refused INTERNAL (audited,
-        told to the client), and the model gets a result for every call, the real one where the
-        call ran (a failed send is tried once more; transports drop an answer for a call
-        already answered)."""
+    async def _fail_rest(self, book: BatchBook) -> None:
+        """The batch failed half-way (``rest_of_batch``): each call not yet reported is refused
+        INTERNAL (audited, told to the client), and the model gets a result for every call, the
+        real one where the call ran (a failed send is tried once more; transports drop an answer
+        for a call already answered)."""
         w = self._w
-        results = []
-        for call in calls:
-            if call.call_id in progress.skipped:
+        results: list[ToolResult] = []
+        for step in rest_of_batch(book):
+            if isinstance(step, Answer):
+                results.append(step.result)
                 continue
-            outcome = progress.outcomes.get(call.call_id)
-            if outcome is None:
-                asked = call.call_id in progress.asked
-                try:
-                    if asked:  # the client is told no answer is wanted (it has no tool.* events)
-                        self.client_calls.cancel([call.call_id])
-                    outcome = w.runner.refuse(
-                        call,
-                        w.host.caller(),
-                        ToolErrorType.INTERNAL,
-                        _GATEWAY_FAILED,
-                        reason="internal",
-                    )
-                    if not asked:
-                        if call.call_id not in progress.started:
-                            self._started(call, None, progress)
-                        w.host.emit(tool_finished_event(outcome))
-                except Exception:
-                    _log.exception("tool_call_report_failed", call_id=call.call_id)
-                    failure = ToolResponse.failure(ToolErrorType.INTERNAL, _GATEWAY_FAILED)
-                    envelope = failure.to_envelope({"callId": call.call_id})
-                    results.append(ToolResult(call.call_id, call.tool_id, envelope))
-                    continue
-            if not outcome.cancelled:
-                results.append(ToolResult(call.call_id, call.tool_id, outcome.envelope))
+            call = step.call
+            try:
+                if step.asked:  # the client is told no answer is wanted (it has no tool.* events)
+                    self.client_calls.cancel([call.call_id])
+                outcome = w.runner.refuse(
+                    call, w.host.caller(), ToolErrorType.INTERNAL, GATEWAY_FAILED, reason="internal"
+                )
+                if not step.asked:
+                    if step.unstarted:
+                        self._started(call, None, book)
+                    w.host.emit(tool_finished_event(outcome))
+            except Exception:
+                _log.exception("tool_call_report_failed", call_id=call.call_id)
+                results.append(gateway_failure(call))
+                continue
+            if (result := model_result(outcome)) is not None:
+                results.append(result)
         if results:
             try:
                 await w.transport.send_tool_results(results)

@@ -36,6 +36,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from gateway.observability import genai
 from gateway.observability.tracing import Tracing
+from gateway.providers import PROVIDERS
 from gateway.usage import TokenCounts
 
 __all__ = ["SessionTrace"]
@@ -50,6 +51,8 @@ class SessionTrace:
         self._tracing = tracing
         self._session_id = session_id
         self._provider = provider
+        record = PROVIDERS.get(provider)
+        self._in_process = record is not None and record.in_process
         self.session_span = tracing.start(
             "gateway.session",
             kind=SpanKind.SERVER,
@@ -124,8 +127,8 @@ class SessionTrace:
         span = self._tracing.start(
             genai.chat_span_name(model),
             parent=parent,
-            # The embedded local model runs in this process; every other is a remote service.
-            kind=SpanKind.INTERNAL if self._provider == "local" else SpanKind.CLIENT,
+            # A model in this process (the embedded one); every other is a remote service.
+            kind=SpanKind.INTERNAL if self._in_process else SpanKind.CLIENT,
             attributes={
                 "gateway.response.id": response_id,
                 "gateway.response.aside": aside,

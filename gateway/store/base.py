@@ -70,7 +70,7 @@ class RecordMissing(GatewayError):
 
 @dataclass(frozen=True, slots=True)
 class SessionSnapshot:
-    """What survives a resume (PROTOCOL.md section 4, item 5), as plain data."""
+    """What survives a resume (docs/protocol.md section 4, item 5; 10.3), as plain data."""
 
     provider: str
     mode: str

@@ -1,4 +1,4 @@
-"""The audit trail: one structured record per tool call (TOOLS.md section 4), and one per
+"""The audit trail: one structured record per tool call (docs/tools.md section 9), and one per
 session that ends, with what it consumed (``session_usage``).
 
 A record carries a hash of the canonical arguments, never the arguments, and the result only as

@@ -1,4 +1,4 @@
-"""Per-mode execution budgets (TOOLS.md section 4); the orchestrator counts, the runner times."""
+"""Per-mode execution budgets (docs/tools.md 7.2); the orchestrator counts, the runner times."""
 
 from __future__ import annotations
 

@@ -65,7 +65,7 @@ class CallOutcome:
         return None if self.response.error is None else self.response.error.type.value
 
     def tool_finished_fields(self) -> dict[str, Any]:
-        """The fields of the client's ``tool.finished`` event (PROTOCOL.md section 6)."""
+        """The fields of the client's ``tool.finished`` event (docs/protocol.md section 6)."""
         fields: dict[str, Any] = {
             "call_id": self.call.call_id,
             "name": self.call.tool_id,

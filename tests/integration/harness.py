@@ -1,8 +1,9 @@
-"""The integration harness: a gateway on a free loopback port and a PROTOCOL.md test client.
+"""The integration harness: a gateway on a free loopback port and a docs/protocol.md
+test client.
 
 Imported by the tests of this folder as ``harness`` (pytest puts the folder on ``sys.path``).
 
-The client below is written from PROTOCOL.md alone (plain aiohttp WebSocket, JSON and bytes);
+The client below is written from docs/protocol.md alone (plain aiohttp WebSocket, JSON and bytes);
 it does not use the gateway's own codec, so it checks the wire contract, not our encoder.
 """
 

@@ -1,4 +1,4 @@
-"""The confirmation matrix (PROTOCOL.md section 7, TOOLS.md section 3 "Confirmation semantics").
+"""The confirmation matrix (docs/protocol.md section 7, docs/tools.md 7.4).
 
 Over real sockets against the local model, text mode. The model's view is the local model's
 ``Tool results: NAME=<envelope JSON>`` reply; executions are counted in the tools' own sqlite

@@ -1,4 +1,4 @@
-"""PROTOCOL.md section 9: SIGTERM drains a real ``python -m gateway serve`` process.
+"""docs/protocol.md section 9: SIGTERM drains a real ``python -m gateway serve`` process.
 
 It stops accepting (``/readyz`` 503, upgrades refused), ends every open session with
 ``session.ended`` reason ``shutdown`` and a 1000 close, and exits 0 within 15 s; with

@@ -1,4 +1,4 @@
-"""PROTOCOL.md sections 2, 3, 4 and 6 over real sockets: every error code, how a session ends,
+"""docs/protocol.md sections 2, 3, 4 and 6 over real sockets: every error code, how a session ends,
 and who may open one (auth, origin, connection rate)."""
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """A bad client can never crash or stall the gateway, and other sessions do not notice.
 
 Property-based (hypothesis): random JSON, random non-JSON text, random binary frames and random
-orders of valid-ish events are thrown at one session while a healthy "bystander" session stays
-open on the same gateway. After every example the fuzzed connection either still answers
-``ping`` with ``pong`` or was closed by the server right after a ``session.ended``; every ``error``
-has the PROTOCOL.md section 6 shape (and echoes the offending ``event_id``); the bystander still
-gets its ``You said: …`` reply and its pong; ``/healthz`` is 200; and once the fuzzed client is
-gone, only the bystander is left in ``SessionManager.sessions`` and ``gateway_active_sessions``.
+orders of valid-ish events are thrown at one session while a healthy "bystander" session stays open
+on the same gateway. After every example the fuzzed connection either still answers ``ping`` with
+``pong`` or was closed by the server right after a ``session.ended``; every ``error`` has the
+docs/protocol.md section 6 shape (and echoes the offending ``event_id``); the bystander still gets
+its ``You said: …`` reply and its pong; ``/healthz`` is 200; and once the fuzzed client is gone,
+only the bystander is left in ``SessionManager.sessions`` and ``gateway_active_sessions``.
 
 Sequences of events are checked against an oracle (which error, with which ``event_id``, for
 each frame, and the pongs in order) and against the order guarantees of section 6; a client that
@@ -46,7 +46,7 @@ from harness import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-# -- the contract (PROTOCOL.md sections 5 and 6) --------------------------------------------------
+# -- the contract (docs/protocol.md sections 5 and 6) ---------------------------------------------
 
 CLIENT_TYPES = (
     "session.start",
@@ -326,7 +326,7 @@ async def probe(client: Client, probe_id: str) -> bool:
 
 
 def check_error(error: dict[str, Any]) -> None:
-    """PROTOCOL.md section 6: the shape of every ``error`` event."""
+    """docs/protocol.md section 6: the shape of every ``error`` event."""
     assert set(error) <= ERROR_FIELDS, error
     assert error["code"] in ERROR_CODES, error
     assert error["code"] != "internal", f"a client input caused an internal error: {error}"

@@ -1,8 +1,9 @@
 """Client ↔ gateway ↔ the Gemini Live fake, over real sockets (TLS), through the official SDK.
 
-The fake (``fakes/gemini_live/server.py``) follows BidiGenerateContent as the reference
-describes it and answers with the local model's brain: ``/tool``, ``/tools``, ``/say`` and
-``You said: …``; a voice utterance of N ms is transcribed ``audio:<N>ms``.
+The fake (``fakes/gemini_live/server.py``) follows BidiGenerateContent as Google's Live API
+reference (https://ai.google.dev/api/live) describes it and answers with the local model's brain:
+``/tool``, ``/tools``, ``/say`` and ``You said: …``; a voice utterance of N ms is transcribed
+``audio:<N>ms``.
 """
 
 from __future__ import annotations

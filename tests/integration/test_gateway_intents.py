@@ -1,4 +1,4 @@
-"""Tool intents end to end (PROTOCOL.md sections 7 and 9) over real sockets, local model.
+"""Tool intents end to end (docs/protocol.md sections 7 and 9) over real sockets, local model.
 
 END_VOICE_SESSION (end_voice_session), SUPPRESS_AUDIO / SUPPRESS_TRANSCRIPT with duration_ms
 (ignore_user) and without (the fixture tool tests/fixtures/intent_tools/suppress_reply),

@@ -1,9 +1,10 @@
 """Client ↔ gateway ↔ the OpenAI Realtime fake, over real sockets, through the official SDK.
 
-The fake (``fakes/openai_realtime/server.py``) follows the GA protocol of the reference
-and answers with the local model's brain: ``/tool``, ``/tools``, ``/say`` and ``You said: …``; a
-voice utterance of N ms is transcribed ``audio:<N>ms``; each spoken word is 100 ms of audio. Its
-frame log shows exactly what the gateway sent upstream.
+The fake (``fakes/openai_realtime/server.py``) follows the GA protocol of OpenAI's Realtime API
+reference (https://platform.openai.com/docs/api-reference/realtime) and answers with the local
+model's brain: ``/tool``, ``/tools``, ``/say`` and ``You said: …``; a voice utterance of N ms is
+transcribed ``audio:<N>ms``; each spoken word is 100 ms of audio. Its frame log shows exactly what
+the gateway sent upstream.
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ async def test_a_fake_that_never_sends_session_created_is_a_clear_error(
     assert "session.created" in error["message"]
     assert error["event_id"] == "s1"
     assert ended["reason"] == "upstream_failed"
-    assert code == 1000  # PROTOCOL.md 4: session.ended, then 1000 (1011 is for internal errors)
+    assert code == 1000  # docs/protocol.md 4: session.ended, then 1000 (1011: internal errors)
 
 
 async def test_a_refused_key_is_a_clear_error(

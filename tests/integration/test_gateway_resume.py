@@ -1,4 +1,4 @@
-"""PROTOCOL.md section 4 item 5: a client that lost its socket resumes its session.
+"""docs/protocol.md section 4 item 5: a client that lost its socket resumes its session.
 
 The socket is dropped abruptly (TCP shutdown, no close frame, no ``session.end``). Nothing on
 the wire tells a client when the gateway has noticed the drop, so the tests wait (bounded) for

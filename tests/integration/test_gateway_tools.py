@@ -1,4 +1,4 @@
-"""Every tool outcome of TOOLS.md sections 3-4, as the client and the model see it.
+"""Every tool outcome of docs/tools.md sections 4 to 7, as the client and the model see it.
 
 Over real sockets against the local model: the client sees ``tool.started`` / ``tool.finished``;
 the model's view is the local model's reply ``Tool results: NAME=<envelope JSON>; ...`` (the whole
@@ -320,7 +320,7 @@ async def test_confirmation_required_tool_does_not_run(gateway: Gateway) -> None
 async def test_hard_timeout_from_the_tools_timeout_ms_cancels_the_handler(
     gateway_factory: GatewayFactory,
 ) -> None:
-    # sleepy declares timeoutMs 1000, which wins over the mode's hard timeout (TOOLS.md 4).
+    # sleepy declares timeoutMs 1000, which wins over the mode's hard timeout (docs/tools.md 7.2).
     gateway = await gateway_factory(text_hard_timeout_ms=5000)
     async with gateway.session("text") as client:
         started, finished, envelope = one_result(await turn(client, '/tool sleepy {"ms":1500}'))

@@ -54,7 +54,7 @@ def _audio_between(timeline: list[tuple[str, Any]], start: int, end: int) -> lis
 
 
 def _check_response_order(client: Client, response_id: str) -> list[bytes]:
-    """PROTOCOL.md 6: response.started precedes the response's audio and deltas; response.done
+    """docs/protocol.md 6: response.started precedes the response's audio and deltas; response.done
     follows them. Returns the audio frames of the response (those inside its span)."""
     timeline = client.timeline
     start, done = _response_span(timeline, response_id)
@@ -206,8 +206,8 @@ async def test_invalid_audio_is_reported_and_the_session_continues(gateway: Gate
         error = await client.last("error")
         assert (error["code"], error["event_id"]) == ("invalid_audio", "odd")
 
-        # Not base64 at all: the value of the field ``audio`` is wrong (PROTOCOL.md 5: fields of
-        # the wrong value → invalid_event naming the field).
+        # Not base64 at all: the value of the field ``audio`` is wrong (docs/protocol.md 5:
+        # fields of the wrong value → invalid_event naming the field).
         await client.send("audio.append", audio="%%% not base64 %%%", event_id="bad64")
         error = await client.last("error")
         assert (error["code"], error["event_id"]) == ("invalid_event", "bad64")
@@ -228,7 +228,7 @@ async def test_audio_in_text_mode_is_refused(gateway: Gateway) -> None:
     async with gateway.session("text") as client:
         await client.send_raw(pcm_tone(100))
         error = await client.last("error")
-        # PROTOCOL.md 5: binary audio is "voice mode only"; the gateway says so with
+        # docs/protocol.md 5: binary audio is "voice mode only"; the gateway says so with
         # invalid_event and keeps the session.
         assert error["code"] == "invalid_event"
         assert "voice" in error["message"]

@@ -1,4 +1,4 @@
-"""Every bundled tool folder follows the contract of TOOLS.md section 1.
+"""Every bundled tool folder follows the contract of docs/tools.md sections 1 and 2.
 
 These checks mirror the registry build (which owns the authoritative version), so that a broken
 tool is caught by the tool's own tests too, with the tool's name in the failure. A Python tool has

@@ -231,10 +231,10 @@ async def known_handle(run: Running, conn: Conn, value: str) -> None:
 
 
 async def test_a_go_away_during_a_reply_resumes_with_the_handle_issued_after_it() -> None:
-    # The service sends turnComplete, then a fresh resumable handle (reference sections 6, 7,
-    # 14.15; the fake does the same). The reader leaves at the first idle moment, i.e. right after
-    # turnComplete, and resumes with the handle from before the turn: the resumed session has
-    # forgotten the last exchange.
+    # The service sends turnComplete, then a fresh resumable handle
+    # (https://ai.google.dev/gemini-api/docs/live-session; the fake does the same). The reader
+    # leaves at the first idle moment, i.e. right after turnComplete, and resumes with the handle
+    # from before the turn: the resumed session has forgotten the last exchange.
     run = await start("voice")
     try:
         c1 = run.sdk.conns[0]
@@ -293,8 +293,9 @@ async def test_an_update_during_a_reconnect_does_not_disarm_the_next_drop() -> N
 
 
 async def test_a_mode_switch_during_a_reconnect_starts_a_new_session() -> None:
-    # "on resumption every field except model may differ" (reference 3); docs 10.7: a new mode is
-    # a new session given the conversation as context.
+    # On resumption every setup field but the model may change
+    # (https://ai.google.dev/gemini-api/docs/live-session); docs/protocol.md 10.7: a new mode is a
+    # new session given the conversation as context.
     run = await start("voice")
     try:
         c1 = run.sdk.conns[0]

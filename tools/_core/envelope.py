@@ -1,4 +1,4 @@
-"""The ``ToolResponse`` envelope v1.0.0 (TOOLS.md section 3) and its validation.
+"""The ``ToolResponse`` envelope v1.0.0 (docs/tools.md section 4) and its validation.
 
     success: {"ok": true,  "data": {...}, "intents": [...], "meta": {...}}
     failure: {"ok": false, "error": {"type", "message", "retryable", "partialSideEffects"},

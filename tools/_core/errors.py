@@ -1,4 +1,4 @@
-"""Tool error types (TOOLS.md section 3) and the exception handlers raise.
+"""Tool error types (docs/tools.md section 5) and the exception handlers raise.
 
 Who produces which type::
 

@@ -1,10 +1,10 @@
 """Gemini Live's ``usageMetadata`` reports, added up until a response's end carries them. Pure.
 
-A report may ride on any server message (reference: gemini_live.md), and each covers one
-generation of the model: the generation that ends in a ``toolCall`` and the one that answers the
-tool results are billed apart. So reports are summed, not replaced, and the sum goes with the
-next ``ResponseDone`` the codec emits (the tool-call response's included); a report that comes
-when no response is open (a turn the client cancelled, a ``turnComplete`` after the calls) is
+A report may ride on any server message (``usageMetadata``, https://ai.google.dev/api/live), and
+each covers one generation of the model: the generation that ends in a ``toolCall`` and the one that
+answers the tool results are billed apart. So reports are summed, not replaced, and the sum goes
+with the next ``ResponseDone`` the codec emits (the tool-call response's included); a report that
+comes when no response is open (a turn the client cancelled, a ``turnComplete`` after the calls) is
 kept for the next one, not lost.
 """
 

@@ -1,9 +1,10 @@
 """Wire models of Gemini Live (BidiGenerateContent): the setup config and the client messages.
 
-Facts from ``shared/reference/gemini_live.md``. The SDK builds the ``setup`` message from a
-``LiveConnectConfig`` (``live_config``); after that the transport sends client messages as raw
-JSON text frames built here (camelCase, which the server accepts). Audio in is PCM16 16 kHz,
-audio out PCM16 24 kHz. Bytes are base64; the server may send either alphabet, padded or not.
+Facts from the Live API reference (https://ai.google.dev/api/live). The SDK builds the ``setup``
+message from a ``LiveConnectConfig`` (``live_config``); after that the transport sends client
+messages as raw JSON text frames built here (camelCase, which the server accepts). Audio in is PCM16
+16 kHz, audio out PCM16 24 kHz. Bytes are base64; the server may send either alphabet, padded or
+not.
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ def live_config(
             name=str(t.provider_schemas["gemini"]["name"]),
             description=str(t.provider_schemas["gemini"].get("description", "")),
             parameters_json_schema=t.provider_schemas["gemini"].get("parametersJsonSchema"),
-            # The model does not wait for a background tool (reference section 10).
+            # The model does not wait for a background tool (docs/tools.md 7.6; Gemini's tool guide:
+            # https://ai.google.dev/gemini-api/docs/live-api/tools).
             behavior=types.Behavior.NON_BLOCKING if t.background else None,
         )
         for t in tools
@@ -168,7 +170,11 @@ def tool_response(
 
 
 def decode_bytes(data: str) -> bytes:
-    """Base64 in the standard or URL-safe alphabet, padded or not (reference section 2)."""
+    """Base64 in the standard or URL-safe alphabet, padded or not.
+
+    The server may send either; the ``google-genai`` SDK decodes both (``_common.py`` of
+    https://github.com/googleapis/python-genai).
+    """
     if "-" in data or "_" in data:
         return base64.urlsafe_b64decode(data + "=" * (-len(data) % 4))
     try:

@@ -6,7 +6,7 @@ inputs (audio, text, tool results, cancel, truncate…) go in through methods an
 frames queued in ``outbox``, which the async shell sends in order. No I/O, no clock. The state and
 the input side live in ``inputs.RealtimeInputs``; this module decodes the server's events.
 
-Rules it keeps (reference sections 6 and 7):
+Rules it keeps (what a client sees of them: docs/protocol.md 10.6):
 
 - One response at a time. ``response.create`` is sent only when no response is active or
   requested; otherwise it is deferred to the next ``response.done``. If the server refuses it
@@ -57,7 +57,7 @@ NOT_RUN_OUTPUT = orjson.dumps(
         },
     }
 ).decode()
-# Errors that need no one's attention: races the protocol allows (reference sections 6.3, 7).
+# Errors that need no one's attention: races the protocol allows (docs/protocol.md 10.6).
 _QUIET_ERRORS = frozenset(
     {
         "conversation_already_has_active_response",

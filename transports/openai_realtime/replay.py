@@ -2,9 +2,10 @@
 
 An OpenAI Realtime session cannot be resumed: after the 60-minute cap or a dropped socket the
 transport opens a new session and re-creates the conversation with ``conversation.item.create``
-(reference section 7). Audio cannot be replayed, so user speech is kept as its transcript and
-assistant speech as the words the user heard. The newest items are replayed as they were; older
-ones are folded into one system message that summarises them, so a long call replays quickly.
+(docs/protocol.md 10.6, recovery). Audio cannot be replayed, so user speech is kept as its
+transcript and assistant speech as the words the user heard. The newest items are replayed as they
+were; older ones are folded into one system message that summarises them, so a long call replays
+quickly.
 
 Pure: no I/O, no clock.
 """

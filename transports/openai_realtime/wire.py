@@ -1,6 +1,8 @@
 """Wire models of the OpenAI Realtime GA protocol: the client events we send, as typed dicts.
 
-Facts from ``shared/reference/openai_realtime.md`` (sections 3 to 6): GA event names, a
+Facts from OpenAI's Realtime API reference
+(https://platform.openai.com/docs/api-reference/realtime-client-events and
+https://platform.openai.com/docs/api-reference/realtime-server-events): GA event names, a
 ``session.update`` that must carry ``type: "realtime"``, flat function tools, audio formats as
 objects, tool results as string ``output``s. Builders return the JSON text of one client event
 (compact, orjson) so the transport sends it as one text frame without another encoding step.
@@ -59,7 +61,8 @@ AUDIO_BYTES_PER_MS = AUDIO_RATE * 2 // 1000
 # one byte a sample, both ways.
 PCMU_RATE = 8000
 PCMU_BYTES_PER_MS = PCMU_RATE // 1000
-# server_vad's default (reference section 4), when session.updated leaves it out.
+# server_vad's default (https://platform.openai.com/docs/guides/realtime-vad), when session.updated
+# leaves it out.
 SERVER_VAD_PREFIX_PADDING_MS = 300
 
 

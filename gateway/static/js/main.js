@@ -93,7 +93,8 @@ function followUpstreamRate(audio) {
 }
 
 // Sends an event with an event_id; `onRefused(error)` runs if the gateway answers it with an
-// error (sections 3 and 6: the error echoes the event_id), or if it could never be sent.
+// error (docs/protocol.md sections 3 and 6: the error echoes the event_id), or if it could
+// never be sent.
 // Returns {outcome: "sent" | "queued" | null, eventId}.
 function sendWatched(event, onRefused) {
   const eventId = `page_${++eventCounter}`;

@@ -91,7 +91,8 @@ def texts(raw: list[dict[str, Any]]) -> list[str]:
 
 def test_an_interruption_caused_by_our_own_text_is_not_user_speech() -> None:
     # The model is answering; the user types a new message. clientContent interrupts the
-    # generation on the server, which answers `interrupted` + `turnComplete` (reference 4.2, 14.12).
+    # generation on the server, which answers `interrupted` + `turnComplete` (`clientContent`,
+    # https://ai.google.dev/api/live).
     # Nobody spoke: a SpeechStarted makes the session barge in (speech.started to the client, and
     # a new turn that wipes the typed text from the user's "last words").
     codec = online("text")
@@ -103,7 +104,8 @@ def test_an_interruption_caused_by_our_own_text_is_not_user_speech() -> None:
 
 
 def test_input_transcription_that_arrives_after_the_reply_started_stays_in_its_turn() -> None:
-    # Reference section 5: inputTranscription is unordered with respect to modelTurn.
+    # inputTranscription is not ordered with modelTurn (server content,
+    # https://ai.google.dev/api/live).
     codec = online()
     first = feed(codec, heard("what is"), audio(), heard(" the weather"), TURN_COMPLETE)
     second = feed(codec, heard("thanks"), audio(), TURN_COMPLETE)
@@ -205,7 +207,7 @@ def result(call_id: str) -> ToolResult:
 def test_the_orphaned_results_of_one_batch_reach_the_model_as_one_turn() -> None:
     # A toolResponse answers every id of a batch at once; the text fallback sends one
     # clientContent turnComplete per call, and each clientContent interrupts the reply to the
-    # previous one (reference 4.2).
+    # previous one (`clientContent`, https://ai.google.dev/api/live).
     codec = online("text")
     codec.user_text("weather in Paris and Rome?")
     codec.outbox.clear()  # sent
@@ -220,8 +222,8 @@ def test_the_orphaned_results_of_one_batch_reach_the_model_as_one_turn() -> None
 
 def test_an_orphaned_result_does_not_cut_a_reply_in_progress() -> None:
     # The result arrives while the new connection is answering something else: a clientContent
-    # with turnComplete interrupts that generation on the server (reference 4.2), and the codec
-    # did not even end the response itself (unlike user_text).
+    # with turnComplete interrupts that generation on the server (https://ai.google.dev/api/live),
+    # and the codec did not even end the response itself (unlike user_text).
     codec = online()
     feed(codec, tool_call("fc-1"))
     codec.connection_lost()
@@ -233,7 +235,8 @@ def test_an_orphaned_result_does_not_cut_a_reply_in_progress() -> None:
 
 
 def test_a_drop_while_the_model_answers_from_a_tool_result_does_not_lose_the_question() -> None:
-    # The handle is not resumable while tools run or the model generates (reference 5, 7): the
+    # The handle is not resumable while tools run or the model generates (`resumable` of
+    # SessionResumptionUpdate, https://ai.google.dev/api/live): the
     # resumed session is back before the question. The question is no longer replayed (it led to
     # a call) and the result was already sent by id, so the new connection gets nothing at all.
     codec = online("text")

@@ -65,7 +65,8 @@ def test_the_follow_up_is_not_lost_when_a_vad_response_was_already_running() -> 
     request_id = frames[1]["event_id"]
     # Meanwhile the user spoke: server VAD created resp_vad *before* our output item reached
     # the conversation, so resp_vad answers the speech without the tool result; our
-    # response.create is refused (the error echoes its event id, reference section 1).
+    # response.create is refused (the `error` event echoes its event id:
+    # https://platform.openai.com/docs/api-reference/realtime-server-events).
     refused = {
         "type": "error",
         "error": {

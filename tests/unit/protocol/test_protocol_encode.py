@@ -1,4 +1,5 @@
-"""Every gateway → client event of PROTOCOL.md section 6 encodes to exactly its documented keys."""
+"""Every gateway → client event of docs/protocol.md section 6 encodes to exactly its documented
+keys."""
 
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ from gateway.protocol import (
     Mode,
     Pong,
     ProtocolError,
-    Provider,
     ResponseDone,
     ResponseStarted,
     ResponseStatus,
@@ -53,7 +53,7 @@ SESSION_STARTED = SessionStarted(
     session_id="sess-1",
     resume_token="tok",
     mode=Mode.VOICE,
-    provider=Provider.OPENAI,
+    provider="openai",
     model="gpt-realtime",
     registry_version="1.0.abcdef12",
     tools=(

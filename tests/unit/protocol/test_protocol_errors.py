@@ -1,4 +1,4 @@
-"""ErrorCode covers PROTOCOL.md section 6; ProtocolError carries its fields and defaults."""
+"""ErrorCode covers docs/protocol.md section 6; ProtocolError carries its fields and defaults."""
 
 from __future__ import annotations
 

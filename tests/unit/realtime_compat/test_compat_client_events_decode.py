@@ -1,6 +1,6 @@
 """Every GA client event an OpenAI Realtime client sends decodes to its typed event.
 
-The samples are the SDK's own frames (reference 2.3, byte for byte), shapes the SDK's param
+The samples are the SDK's own frames (captured from it, byte for byte), shapes the SDK's param
 types accept (checked with ``RealtimeClientEventParam``), and what the Agents SDK sends.
 """
 
@@ -32,7 +32,7 @@ from gateway.realtime_compat.client_wire import (
 )
 from gateway.realtime_compat.session_config import KEEP, ForcedFunction, FunctionTool
 
-# The official SDK's first frames (reference 2.3), exactly as it serialises them; the append
+# The official SDK's first frames, exactly as it serialises them (a capture); the append
 # carries 4 bytes here (the capture's "AAAA" is 3 bytes, half a sample: refused, see the
 # refusal tests).
 SDK_FRAMES = [

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from compat_kit import view
 
-from gateway.protocol import ClientToolDeclaration, Mode, Provider, SessionStart, SessionUpdate
+from gateway.protocol import ClientToolDeclaration, Mode, SessionStart, SessionUpdate
 from gateway.realtime_compat.errors import CompatError
 from gateway.realtime_compat.opening import REOPEN, reconfiguration, session_start
 from gateway.realtime_compat.session_config import FunctionTool
@@ -24,7 +24,7 @@ def _no_problem(tools: Sequence[ClientToolDeclaration]) -> DeclarationProblem | 
     return None
 
 
-def _start(provider: Provider | None = Provider.OPENAI, **changes: Any) -> SessionStart:
+def _start(provider: str | None = "openai", **changes: Any) -> SessionStart:
     return session_start(view(**changes), provider, _no_problem)
 
 
@@ -35,13 +35,13 @@ def _with(start: SessionStart, **changes: Any) -> SessionStart:
 def test_a_fresh_session_opens_as_session_created_shows_it() -> None:
     start = _start()
     assert start.mode is Mode.VOICE
-    assert (start.provider, start.model, start.voice) == (Provider.OPENAI, "gpt-realtime", "alloy")
+    assert (start.provider, start.model, start.voice) == ("openai", "gpt-realtime", "alloy")
     assert start.instructions is None  # the gateway's default instructions
     assert (start.audio.input_rate, start.audio.output_rate) == (24000, 24000)
     assert start.client_tools == ()
     assert dict(start.metadata) == {"client": "openai-realtime"}
     # the other upstreams pick their model by mode, from the gateway's settings
-    assert _start(Provider.GEMINI).model is None
+    assert _start("gemini").model is None
     assert _start(None).model is None
 
 
@@ -87,5 +87,5 @@ def test_tools_that_break_the_rules_are_refused_as_at_session_update() -> None:
 
     tool = FunctionTool(name="lookup", description="", parameters=None)
     with pytest.raises(CompatError) as refused:
-        session_start(view(tools=(tool,)), Provider.OPENAI, refuse)
+        session_start(view(tools=(tool,)), "openai", refuse)
     assert refused.value.param == "session.tools[0].name"

@@ -1,5 +1,5 @@
-"""A voice turn with server VAD becomes the GA event sequence in OpenAI's order (reference 6.1
-and 6.2), with consistent ids, ``output_index`` / ``content_index`` and ``previous_item_id``."""
+"""A voice turn with server VAD becomes the GA event sequence in OpenAI's order (docs/protocol.md
+10.15), with consistent ids, ``output_index`` / ``content_index`` and ``previous_item_id``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Each provider's usage report read into one shape (gateway.usage.tokens), from the payloads
-the references document (reference/openai_realtime.md response.done, gemini_live.md
-usageMetadata, chat completions' last chunk)."""
+the providers document (OpenAI Realtime's response.done, Gemini Live's usageMetadata, chat
+completions' last chunk; docs/operations.md section 3)."""
 
 from __future__ import annotations
 
