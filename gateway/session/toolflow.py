@@ -195,12 +195,13 @@ class ToolFlow:
             w.host.emit(tool_finished_event(outcome))
             if outcome.ok and outcome.response.intents:
                 w.host.apply_intents(outcome.response.intents)
-            if await w.ownership.deliver([call.call_id]):
-                result = ToolResult(call.call_id, call.tool_id, outcome.envelope)
-                spec = w.registry.get(call.tool_id)
-                if spec is not None and spec.background:
-                    await self.background.deliver(result, spec.delivery)
-                else:
+            spec = w.registry.get(call.tool_id)
+            if spec is not None and spec.background:
+                await self.background.give(outcome, spec.delivery)
+                return
+            async with w.ownership.delivering([call.call_id]) as allowed:
+                if allowed:
+                    result = ToolResult(call.call_id, call.tool_id, outcome.envelope)
                     await w.transport.send_late_result(result)
         except Fenced:
             w.host.lost()
@@ -300,22 +301,24 @@ class ToolFlow:
                 await reported(response_id)
             outcomes.update(await self.client_calls.answers(asked))
         executed = [c for c in executed if c not in outcomes or not outcomes[c].reused_id]
-        allowed = await w.ownership.deliver(executed)  # each result reaches the model once
-        if w.ownership.handed_off:
-            return  # the new owner delivers what ran here (it is in the ledger)
-        results = [
-            acknowledged.get(call.call_id)
-            or ToolResult(call.call_id, call.tool_id, outcomes[call.call_id].envelope)
-            for call in calls
-            if call.call_id in acknowledged
-            or (
-                call.call_id in outcomes
-                and not outcomes[call.call_id].cancelled
-                and (call.call_id in allowed or call.call_id not in executed)
-            )
-        ]
-        if results:
-            await w.transport.send_tool_results(results)
+        # each result reaches the model once: those the ledger marks delivered here are given
+        # here, even when the session is handed off meanwhile (its upstream waits for them)
+        async with w.ownership.delivering(executed) as allowed:
+            if w.ownership.handed_off and not allowed:
+                return  # the new owner delivers what ran here (it is in the ledger)
+            results = [
+                acknowledged.get(call.call_id)
+                or ToolResult(call.call_id, call.tool_id, outcomes[call.call_id].envelope)
+                for call in calls
+                if call.call_id in acknowledged
+                or (
+                    call.call_id in outcomes
+                    and not outcomes[call.call_id].cancelled
+                    and (call.call_id in allowed or call.call_id not in executed)
+                )
+            ]
+            if results:
+                await w.transport.send_tool_results(results)
 
     async def _confirmed_once(self, decision: Execute | Refuse) -> Execute | Refuse:
         """A spoken yes runs the call only if this node closes the confirmation in the store
