@@ -20,7 +20,7 @@ from gateway.observability import Metrics
 from gateway.registry import Registry
 from gateway.session import Session, SessionParts, SessionUser
 from gateway.session.ownership import Ownership
-from gateway.store import MemoryStore, SessionRecord, SessionSnapshot
+from gateway.store import MemoryStore, SessionRecord, SessionSnapshot, SessionStore
 from gateway.toolrun import MemoryAuditSink, ToolRunner
 from transports.base import (
     Capabilities,
@@ -169,10 +169,13 @@ def make_session(
     mode: Literal["voice", "text"] = "text",
     user_id: str = "alice",
     capabilities: Capabilities | None = None,
+    store: SessionStore | None = None,
+    transport: RecordingTransport | None = None,
 ) -> Rig:
     clock = ManualClock()
     audit = MemoryAuditSink()
-    transport = RecordingTransport()
+    if transport is None:
+        transport = RecordingTransport()
     if capabilities is not None:
         transport.capabilities = capabilities
     runner = ToolRunner(registry, data_dir=data_dir, audit=audit, clock=clock)
@@ -184,7 +187,8 @@ def make_session(
         enabled_tools=None,
         instructions="test",
     )
-    store = MemoryStore(clock)
+    if store is None:
+        store = MemoryStore(clock)
     ownership = Ownership(store, session_id="sess_test", node="local")
     metrics = Metrics(spec.tool_id for spec in registry.tools())
     session = Session(

@@ -165,10 +165,11 @@ class Approvals:
             if outcome.ok and outcome.response.intents:
                 w.host.apply_intents(outcome.response.intents)
             self.resolved(pending, ConfirmationOutcome.APPROVED, outcome)
-            if await w.ownership.deliver([call.call_id]):
-                await w.transport.send_late_result(
-                    ToolResult(pending.call_id, pending.tool_id, outcome.envelope)
-                )
+            async with w.ownership.delivering([call.call_id]) as allowed:
+                if allowed:
+                    await w.transport.send_late_result(
+                        ToolResult(pending.call_id, pending.tool_id, outcome.envelope)
+                    )
         except Fenced:
             w.host.lost()
 

@@ -103,16 +103,24 @@ class BackgroundCalls:
             return
         if outcome.ok and outcome.response.intents:
             w.host.apply_intents(outcome.response.intents)
-        call = outcome.call
+        spec = w.registry.get(outcome.call.tool_id)
+        await self.give(outcome, spec.delivery if spec is not None else "when_idle")
+
+    async def give(self, outcome: CallOutcome, delivery: Delivery) -> None:
+        """Its result enters the conversation once (the ledger says whether here), at the
+        moment ``delivery`` asks."""
+        w, call = self._w, outcome.call
+        if delivery == "when_idle" and not isinstance(w.transport, ScheduledResults):
+            # waited for before the ledger marks it delivered: a hand-off meanwhile leaves it
+            # to the new owner instead of losing it with this upstream
+            await self._turns.until_idle()
         try:
-            if not await w.ownership.deliver([call.call_id]):
-                return  # delivered already (another node, or a duplicate)
+            async with w.ownership.delivering([call.call_id]) as allowed:
+                if allowed:  # else delivered already (another node, or a duplicate)
+                    result = ToolResult(call.call_id, call.tool_id, outcome.envelope)
+                    await self.deliver(result, delivery)
         except Fenced:
             w.host.lost()
-            return
-        spec = w.registry.get(call.tool_id)
-        delivery: Delivery = spec.delivery if spec is not None else "when_idle"
-        await self.deliver(ToolResult(call.call_id, call.tool_id, outcome.envelope), delivery)
 
     async def deliver(self, result: ToolResult, delivery: Delivery) -> None:
         """The result enters the conversation at the moment ``delivery`` asks."""

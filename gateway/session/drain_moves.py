@@ -138,6 +138,8 @@ class DrainMoves:
         now = asyncio.get_running_loop().time()
         wait_ms = 0 if self._spread is None else self._spread.retry_after_ms(now)
         try:
+            # a confirmation whose key the store missed: written first, for the next owner
+            await session.ownership.record_unrecorded_confirmations()
             await m.store.save(
                 session.session_id,
                 session.ownership.epoch,

@@ -13,6 +13,15 @@ runs without persistence), the owner registers the session again from what it ho
 with the record, and a confirmation whose key is missing reads as taken by another node), and
 goes on; the tombstone an ended session leaves stops a stale node from doing so.
 
+A confirmation whose key could not be written (the store did not answer that one command, though
+it stays up: no recovery of the store follows to record it again) is remembered as unrecorded:
+written at the session's next snapshot (before a move, so the next owner finds it open), and,
+taken here meanwhile, it is this node's (nobody else could take a key never written).
+
+Each result the ledger marks delivered here must reach this node's upstream: a hand-off waits for
+the deliveries under way (``delivering``, ``deliveries_given``) before the upstream closes; one
+asked for after the hand-off is left in the ledger for the new owner.
+
 ``handed_off``: the session left this node (drained, or another node asked for it): calls still
 running here finish into the ledger, and their results are left for the new owner.
 """
@@ -21,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import structlog
@@ -66,6 +75,12 @@ class Ownership:
         # The open confirmations (id, how long their keys must live), to record again.
         self.confirmations_of: Callable[[], Iterable[tuple[str, float]]] | None = None
         self._restores = 0  # records registered again (the store had lost them)
+        # Confirmations opened here whose key the store did not get (it did not answer).
+        self._unrecorded: set[str] = set()
+        # Deliveries under way (the ledger asked, the result not yet given): a hand-off waits.
+        self._giving = 0
+        self._all_given = asyncio.Event()
+        self._all_given.set()
         self._record_ttl_s = record_ttl_s
         # Calls this node waits for (started elsewhere): woken by a bus message.
         self._finished: dict[str, asyncio.Event] = {}
@@ -102,6 +117,7 @@ class Ownership:
         token_hash: str | None = None,
     ) -> bool:
         """Write a snapshot; False when the store could not be reached (raises ``Fenced``)."""
+        await self.record_unrecorded_confirmations()  # the snapshot names them: keys first
         try:
             await self._as_owner(
                 lambda: self.store.save(
@@ -129,15 +145,31 @@ class Ownership:
             )
         except StoreUnavailable:
             self._unavailable("open_confirmation")
+            self._unrecorded.add(confirmation_id)
+        else:
+            self._unrecorded.discard(confirmation_id)
 
-    async def reopen_confirmations(self) -> None:
-        """Record the open confirmations again: the store lost them (it restarted empty)."""
+    async def reopen_confirmations(self, only: set[str] | None = None) -> None:
+        """Record the open confirmations again (``only`` those): the store lost them (it
+        restarted empty), or never got them."""
         for confirmation_id, ttl_s in self.confirmations_of() if self.confirmations_of else ():
-            await self.open_confirmation(confirmation_id, ttl_s)
+            if only is None or confirmation_id in only:
+                await self.open_confirmation(confirmation_id, ttl_s)
+
+    async def record_unrecorded_confirmations(self) -> None:
+        """Write the keys of the open confirmations the store did not get (raises ``Fenced``);
+        those closed meanwhile are forgotten."""
+        if not self._unrecorded:
+            return
+        still_open = {c for c, _ in self.confirmations_of()} if self.confirmations_of else set()
+        self._unrecorded &= still_open
+        await self.reopen_confirmations(only=set(self._unrecorded))
 
     async def take_confirmation(self, confirmation_id: str) -> bool:
         """True when this node closes it (approve, reject, expiry): exactly one node does."""
         restores = self._restores
+        unrecorded = confirmation_id in self._unrecorded
+        self._unrecorded.discard(confirmation_id)
         try:
             taken = await self._as_owner(
                 lambda: self.store.take_confirmation(self.session_id, self.epoch, confirmation_id)
@@ -147,8 +179,9 @@ class Ownership:
             return True  # nobody else can take it without the store either
         # The record had to be registered again: its confirmation keys went with it, so this
         # one is missing because the store forgot it, not because another node took it (the
-        # one being taken is no longer open here, so it was not recorded again).
-        return taken or self._restores > restores
+        # one being taken is no longer open here, so it was not recorded again). A key never
+        # written (``unrecorded``) nobody else can have taken either.
+        return taken or unrecorded or self._restores > restores
 
     # -- the tool-call ledger --------------------------------------------------------------------
 
@@ -179,6 +212,24 @@ class Ownership:
                     await self.store.publish(owner, message)
                 except StoreUnavailable:
                     self._unavailable("publish")
+
+    @contextlib.asynccontextmanager
+    async def delivering(self, call_ids: Sequence[str]) -> AsyncIterator[set[str]]:
+        """``deliver``, for a block that gives the model the calls it yields: a hand-off waits
+        for the block (``deliveries_given``), so that no call the ledger marks delivered here
+        is lost with this node's upstream (the new owner leaves delivered calls alone)."""
+        self._giving += 1
+        self._all_given.clear()
+        try:
+            yield await self.deliver(call_ids)
+        finally:
+            self._giving -= 1
+            if not self._giving:
+                self._all_given.set()
+
+    async def deliveries_given(self) -> None:
+        """Until every ``delivering`` block under way has given its results."""
+        await self._all_given.wait()
 
     async def deliver(self, call_ids: Sequence[str]) -> set[str]:
         """The finished calls this node may give the model now, each once (raises ``Fenced``).

@@ -16,6 +16,7 @@ never blocks the upstream. The socket handler (``gateway.server``) feeds ``on_cl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -62,6 +63,8 @@ __all__ = ["Session", "SessionKeeper", "SessionUser"]
 _log = structlog.get_logger("session")
 
 UPSTREAM_CLOSE_TIMEOUT_S = 5.0
+# How long a hand-off waits for results being given (a ledger write, then a send).
+DELIVERIES_WAIT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,6 +404,11 @@ class Session:
         self.ended.set()  # readers and timers stop; emit drops everything
         self.tools.client_calls.let_go()  # no answer of the client can reach them here
         self.outbound = None
+        # A result the ledger marked delivered here reaches this upstream before it closes (the
+        # new owner leaves it alone); deliveries asked for from now on are left to the new owner.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(DELIVERIES_WAIT_S):
+                await self.ownership.deliveries_given()
         self._closing = asyncio.create_task(self._close_upstream(None))
         await asyncio.shield(self._closing)
 

@@ -189,12 +189,13 @@ class ToolFlow:
             w.host.emit(tool_finished_event(outcome))
             if outcome.ok and outcome.response.intents:
                 w.host.apply_intents(outcome.response.intents)
-            if await w.ownership.deliver([call.call_id]):
-                result = ToolResult(call.call_id, call.tool_id, outcome.envelope)
-                spec = w.registry.get(call.tool_id)
-                if spec is not None and spec.background:
-                    await self.background.deliver(result, spec.delivery)
-                else:
+            spec = w.registry.get(call.tool_id)
+            if spec is not None and spec.background:
+                await self.background.give(outcome, spec.delivery)
+                return
+            async with w.ownership.delivering([call.call_id]) as allowed:
+                if allowed:
+                    result = ToolResult(call.call_id, call.tool_id, outcome.envelope)
                     await w.transport.send_late_result(result)
         except Fenced:
             w.host.lost()
@@ -257,12 +258,14 @@ class ToolFlow:
             if reported is not None:
                 await reported(response_id)
             book.outcomes.update(await self.client_calls.answers(book.asked))
-        delivered = await w.ownership.deliver(book.to_deliver())  # each result reaches it once
-        if w.ownership.handed_off:
-            return  # the new owner delivers what ran here (it is in the ledger)
-        results = results_for_model(book, delivered)
-        if results:
-            await w.transport.send_tool_results(results)
+        # each result reaches the model once: those the ledger marks delivered here are given
+        # here, even when the session is handed off meanwhile (its upstream waits for them)
+        async with w.ownership.delivering(book.to_deliver()) as delivered:
+            if w.ownership.handed_off and not delivered:
+                return  # the new owner delivers what ran here (it is in the ledger)
+            results = results_for_model(book, delivered)
+            if results:
+                await w.transport.send_tool_results(results)
 
     def _refuse(self, decision: Refuse, book: BatchBook) -> None:
         w = self._w
