@@ -61,8 +61,14 @@ class PhoneLine:
             await self.ws.send_str(orjson.dumps(message).decode())
 
     def say(self, ms: int) -> asyncio.Future[float]:
+        """When the caller has said ``ms`` of speech; at once when the stream is over (its pacer
+        has stopped: nothing would ever say it, and a caller awaiting it would wait forever)."""
+        loop = asyncio.get_running_loop()
+        self._spoken = loop.create_future()
+        if self._pacer.done() or self.closed.is_set():
+            self._spoken.set_result(loop.time())
+            return self._spoken
         self._to_speak = max(ms // FRAME_MS, 1)
-        self._spoken = asyncio.get_running_loop().create_future()
         return self._spoken
 
     def expect_media(self) -> asyncio.Future[float]:
