@@ -213,10 +213,12 @@ async def test_a_job_that_finished_while_nobody_was_attached_is_reported_after_t
 ) -> None:
     gateway = await on_openai(gateway_factory, fake, background_registry, resume_window_s=30)
     async with gateway.session("text") as client:
-        await client.send("text.send", text=job(300))
+        await client.send("text.send", text=job(1500))
         call_id = (await client.last("tool.started"))["call_id"]
-        await answer(client)
+        # Detached at once: waiting for the model's answer first let a loaded machine finish
+        # the job while the client was still there (it then got tool.finished, not the resume).
         await client.ws.close()
+        assert "tool.finished" not in [e["type"] for e in client.events]
         # Its result reaches the model while nobody is attached (the third item it gets).
         await fake.connections[0].wait_for("conversation.item.create", count=3, direction="in")
         again = await resumed(gateway, client)
