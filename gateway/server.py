@@ -39,6 +39,7 @@ from gateway.protocol import (
     decode_text,
     encode,
 )
+from gateway.providers import close_shared_upstream_clients
 from gateway.realtime_compat.routes import RealtimeCompatRoutes
 from gateway.registry import Registry
 from gateway.session import Outbound, Session, SessionUser
@@ -162,6 +163,7 @@ class GatewayServer:
             await self.node.stop()
         await self.manager.store.close()
         await close_shared_http_client()  # after the sessions: no tool call is left running
+        await close_shared_upstream_clients()  # and no model turn
 
     # -- plain endpoints -----------------------------------------------------------------------
 

@@ -267,6 +267,9 @@ class FakeChatServer(Served):
         self.responses: list[FakeReply] = []
         self.usages: list[dict[str, int]] = []  # the usage chunk of each stream that sent one
         self.counters: dict[str, int] = {}  # the server-wide state of ``/http STATUS TIMES``
+        # The client sockets (address, port) requests came on: how many connections a client
+        # opened, as a provider would see it.
+        self.peers: set[tuple[str, int]] = set()
         # Sees each request body and what was decided for it, logged or not.
         self.tap: Callable[[dict[str, Any], FakeReply], None] | None = None
         self._host, self._port = host, port
@@ -321,6 +324,10 @@ class FakeChatServer(Served):
             self._handlers.discard(task)
 
     async def _answer(self, request: web.Request) -> web.StreamResponse:
+        if request.transport is not None:
+            peer = request.transport.get_extra_info("peername")
+            if peer is not None:
+                self.peers.add((str(peer[0]), int(peer[1])))
         if request.method != "POST" or request.path not in _ROUTES:
             return _error(404, f"Invalid URL ({request.method} {request.path})", None, self.options)
         raw = await request.read()

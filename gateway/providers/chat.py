@@ -30,20 +30,24 @@ class ChatSettings(OpenAIKey):
 
 def _transport(settings: ChatSettings) -> Transport:
     from transports.chat import ChatOptions, ChatTransport
+    from transports.chat.shared_client import shared_chat_client
 
-    return ChatTransport(
-        ChatOptions(
-            api_key=secret(
-                settings.chat_api_key or settings.openai_api_key, "GATEWAY_CHAT_API_KEY"
-            ),
-            model=settings.chat_model,
-            base_url=settings.chat_base_url,
-            max_rounds=settings.chat_max_rounds,
-            history_tokens=settings.chat_history_tokens,
-            timeout_s=settings.chat_timeout_s,
-            max_retries=settings.chat_max_retries,
-        )
+    options = ChatOptions(
+        api_key=secret(settings.chat_api_key or settings.openai_api_key, "GATEWAY_CHAT_API_KEY"),
+        model=settings.chat_model,
+        base_url=settings.chat_base_url,
+        max_rounds=settings.chat_max_rounds,
+        history_tokens=settings.chat_history_tokens,
+        timeout_s=settings.chat_timeout_s,
+        max_retries=settings.chat_max_retries,
     )
+    return ChatTransport(options, client=shared_chat_client(options))
+
+
+async def _close_shared() -> None:
+    from transports.chat.shared_client import close_shared_chat_clients
+
+    await close_shared_chat_clients()
 
 
 CHAT = ProviderRecord(
@@ -57,6 +61,7 @@ CHAT = ProviderRecord(
     dialect=OPENAI_CHAT,
     default_models=lambda s: {"voice": s.chat_model, "text": s.chat_model},
     build=_transport,
+    close_shared=_close_shared,
     genai_name="openai",  # it speaks OpenAI's chat API, whoever serves it
     tool_dialects=frozenset({"inline", "json"}),
 )

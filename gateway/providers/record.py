@@ -10,7 +10,7 @@ Pure data and pure functions; building a transport imports the transport's packa
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -99,6 +99,10 @@ def _no_warm_up(settings: BaseModel) -> None:
     return None
 
 
+async def _nothing_to_close() -> None:
+    return None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProviderRecord(Generic[S]):
     """One provider, as the gateway knows it. ``S``: the settings it reads (``settings``), which
@@ -128,6 +132,8 @@ class ProviderRecord(Generic[S]):
     build: Callable[[S], Transport]
     # What its first session would otherwise do (imports, shared clients), done at start.
     warm_up: Callable[[S], None] = _no_warm_up
+    # Closes what its sessions share in the running loop (pooled clients), at the app's shutdown.
+    close_shared: Callable[[], Awaitable[None]] = _nothing_to_close
     # ``gen_ai.provider.name`` of its spans (the conventions' well-known value where one applies).
     genai_name: str
     # It runs in the gateway's own process (its model spans are internal, not client calls).

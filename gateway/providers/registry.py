@@ -27,6 +27,7 @@ __all__ = [
     "PROVIDERS",
     "ProviderRegistry",
     "ProviderSettings",
+    "close_shared_upstream_clients",
     "configured_models",
     "make_transport",
     "provider_lines",
@@ -134,6 +135,13 @@ def warm_up_upstreams(settings: ProviderSettings, providers: Iterable[str]) -> N
         record = PROVIDERS.get(name)
         if record is not None:
             record.warm_up(settings)
+
+
+async def close_shared_upstream_clients() -> None:
+    """The app's shutdown hook, after its sessions ended: each provider closes what its
+    sessions shared (pooled clients of the running loop)."""
+    for record in PROVIDERS:
+        await record.close_shared()
 
 
 def provider_lines() -> list[str]:

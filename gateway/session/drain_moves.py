@@ -131,6 +131,11 @@ class DrainMoves:
     async def move(self, session: Session) -> None:
         """Send the client to another node: a fresh token in ``session.moving``, the record
         parked, our copy handed off. Raises ``StoreUnavailable``."""
+        async with session.moving() as may_move:
+            if may_move:  # else its end began first: it ends here, as its client asked
+                await self._move(session)
+
+    async def _move(self, session: Session) -> None:
         m = self._m
         token = secrets.token_urlsafe(24)
         # Its resume time is taken before the write: the sessions moving together take

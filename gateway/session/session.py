@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -134,6 +134,8 @@ class Session:
         self.started_at = clock.monotonic()
         self._closing: asyncio.Task[None] | None = None
         self._ending: asyncio.Task[None] | None = None
+        # Ending and moving exclude each other: whichever begins first, the other finds it done.
+        self._leaving = asyncio.Lock()
         self.trace = trace
         self._log = _log.bind(session_id=session_id, user_id=user.user_id)
         if trace is not None:  # its log lines name the session's trace
@@ -357,19 +359,29 @@ class Session:
             self._ending = asyncio.create_task(self._end(reason, detail))
         await asyncio.shield(self._ending)
 
+    @contextlib.asynccontextmanager
+    async def moving(self) -> AsyncIterator[bool]:
+        """Held while the session is moved to another node: True when it may move (no end has
+        begun). An end asked for meanwhile waits, then finds the session handed off: the client
+        got ``session.moving`` and asks again after its resume (the record it resumes from is
+        never ended behind its back)."""
+        async with self._leaving:
+            yield not self.ended.is_set() and self._ending is None
+
     async def _end(self, reason: EndReason, detail: str | None) -> None:
-        if self.ended.is_set():
-            return
-        if self._keeper is not None and not self.ownership.handed_off:
-            try:  # before the client hears of it: what the session held is free by then
-                await self._keeper.session_ending(self)
-            except Exception:  # ending must not fail: the store's copy expires anyway
-                self._log.exception("session_end_hook_failed")
-            if self.ended.is_set():  # handed off meanwhile
+        async with self._leaving:
+            if self.ended.is_set():  # handed off (moved), or taken over
                 return
-        self.state = transition(self.state, "end")
-        self.end_reason = reason
-        self.ended.set()
+            if self._keeper is not None and not self.ownership.handed_off:
+                try:  # before the client hears of it: what the session held is free by then
+                    await self._keeper.session_ending(self)
+                except Exception:  # ending must not fail: the store's copy expires anyway
+                    self._log.exception("session_end_hook_failed")
+                if self.ended.is_set():  # taken over meanwhile (another node resumed it)
+                    return
+            self.state = transition(self.state, "end")
+            self.end_reason = reason
+            self.ended.set()
         self.metrics.sessions_ended.labels(reason.value).inc()
         usage = self.usage.summary()
         self._audit.session_usage(
