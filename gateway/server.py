@@ -32,6 +32,7 @@ from gateway.protocol import (
     Ping,
     Pong,
     ProtocolError,
+    ServerEvent,
     SessionEnd,
     SessionEnded,
     SessionStart,
@@ -71,6 +72,13 @@ INDEX_HEADERS = {
     ),
     "Cache-Control": "no-cache",
 }
+
+
+def as_text(event: ServerEvent) -> tuple[str, int]:
+    """The native edge's ``prepare``: each event encoded once, as it is queued (its JSON's size
+    counts against the client's control budget)."""
+    payload = encode(event)
+    return payload.decode(), len(payload)
 
 
 @dataclass(slots=True)
@@ -233,6 +241,7 @@ class GatewayServer:
         outbound = Outbound(
             sock.send_text,
             sock.send_bytes,
+            prepare=as_text,
             max_audio_frames=self.settings.outbound_audio_frames,
             max_control_bytes=self.settings.outbound_control_bytes,
             on_audio_dropped=self.metrics.audio_dropped.inc,
@@ -267,11 +276,11 @@ class GatewayServer:
             await sock.close(close_code)
         return sock.response
 
-    def _send(self, outbound: Outbound, event: Any) -> None:
-        outbound.event(encode(event))
+    def _send(self, outbound: Outbound[str], event: ServerEvent) -> None:
+        outbound.event(event)
 
     async def _await_start(
-        self, sock: ClientSocket, outbound: Outbound, user: SessionUser, events: TokenBucket
+        self, sock: ClientSocket, outbound: Outbound[str], user: SessionUser, events: TokenBucket
     ) -> Session | int:
         """The started session, or the close code for a connection that ends before one."""
         deadline = time.monotonic() + self.settings.session_start_timeout_s
@@ -353,7 +362,7 @@ class GatewayServer:
             return decode_text(message, max_bytes=self.settings.max_text_frame)
         return decode_binary(message, max_bytes=self.settings.max_binary_frame)
 
-    async def _serve(self, sock: ClientSocket, session: Session, outbound: Outbound) -> None:
+    async def _serve(self, sock: ClientSocket, session: Session, outbound: Outbound[str]) -> None:
         reader = asyncio.create_task(self._read(sock, session))
         ended = asyncio.create_task(session.ended.wait())
         released = asyncio.create_task(outbound.released.wait())

@@ -18,12 +18,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Any
 
-import orjson
 import structlog
 
-from gateway.protocol import ErrorCode
+from gateway.protocol import (
+    ConfirmationRequested,
+    ConfirmationResolved,
+    ErrorCode,
+    ErrorEvent,
+    ResponseDone,
+    ResponseStarted,
+    ServerEvent,
+    SessionEnded,
+    SpeechStarted,
+)
 from gateway.protocol.client_events import (
     AudioFormat,
     AudioPlayback,
@@ -35,7 +43,8 @@ from gateway.protocol.client_events import (
     SessionStart,
     TextSend,
 )
-from gateway.session.outbound import Outbound
+from gateway.session.client_output import ClientOutput
+from gateway.session.outbound import Outbound, as_is
 from gateway.session.session import Session
 from transports.twilio import codec
 from transports.twilio.playback import Frame, MarkOut, PlaybackTracker
@@ -50,7 +59,7 @@ TWILIO_RATE = 8000
 # barge-in's ``clear`` finds little queued at Twilio.
 LEAD_FRAMES = 3
 
-StartSession = Callable[[SessionStart, Outbound], Awaitable[Session]]
+StartSession = Callable[[SessionStart, ClientOutput], Awaitable[Session]]
 
 
 class TwilioBridge:
@@ -69,9 +78,10 @@ class TwilioBridge:
         self._clock = clock or asyncio.get_running_loop().time
         self.tracker = PlaybackTracker()
         self.session: Session | None = None
-        self.outbound = Outbound(
-            self._on_session_text,
+        self.outbound: Outbound[ServerEvent] = Outbound(
+            self._on_session_event,
             self._on_session_audio,
+            prepare=as_is,
             max_audio_frames=max_audio_frames,
             ordered=True,
         )
@@ -176,34 +186,34 @@ class TwilioBridge:
 
     # Session → Twilio ------------------------------------------------------------------------
 
-    async def _on_session_text(self, text: str) -> None:
-        event: dict[str, Any] = orjson.loads(text)
-        kind = event.get("type")
-        if kind == "response.started":
-            self._speaking = event["response_id"]
-        elif kind == "response.done":
-            response_id = event["response_id"]
-            if self._speaking == response_id:
-                self._speaking = None
-            self.tracker.end(response_id)
-            if self.tracker.pending_frames:  # its padded last frame is still to be played
-                self._played_all.clear()
-            self._wake.set()
-        elif kind == "speech.started":
-            # Barge-in: nothing more of the reply may play. Twilio drops what it buffered.
-            self.tracker.clear()
-            await self._send(codec.clear(self.stream_sid))
-        elif kind == "confirmation.requested":
-            self._confirmations.append(event["confirmation_id"])
-        elif kind == "confirmation.resolved":
-            if event["confirmation_id"] in self._confirmations:
-                self._confirmations.remove(event["confirmation_id"])
-        elif kind == "session.ended":
-            self.end_reason = event.get("reason")
-            self._ended.set()
-        elif kind == "error":
-            level = "warning" if event.get("code") != ErrorCode.RATE_LIMITED else "info"
-            getattr(_log, level)("twilio_session_error", code=event.get("code"))
+    async def _on_session_event(self, event: ServerEvent) -> None:
+        match event:
+            case ResponseStarted(response_id=response_id):
+                self._speaking = response_id
+            case ResponseDone(response_id=response_id):
+                if self._speaking == response_id:
+                    self._speaking = None
+                self.tracker.end(response_id)
+                if self.tracker.pending_frames:  # its padded last frame is still to be played
+                    self._played_all.clear()
+                self._wake.set()
+            case SpeechStarted():
+                # Barge-in: nothing more of the reply may play. Twilio drops what it buffered.
+                self.tracker.clear()
+                await self._send(codec.clear(self.stream_sid))
+            case ConfirmationRequested(confirmation_id=confirmation_id):
+                self._confirmations.append(confirmation_id)
+            case ConfirmationResolved(confirmation_id=confirmation_id):
+                if confirmation_id in self._confirmations:
+                    self._confirmations.remove(confirmation_id)
+            case SessionEnded(reason=reason):
+                self.end_reason = reason.value
+                self._ended.set()
+            case ErrorEvent(code=code):
+                level = "warning" if code != ErrorCode.RATE_LIMITED else "info"
+                getattr(_log, level)("twilio_session_error", code=code)
+            case _:
+                pass  # the rest has no form on a phone line
 
     async def _on_session_audio(self, ulaw: bytes) -> None:
         response_id = self._speaking

@@ -29,7 +29,8 @@ from aiohttp import WSMsgType, web
 from gateway.admission import Admission
 from gateway.config import Settings
 from gateway.protocol import EndReason
-from gateway.session import Outbound, Session, SessionUser
+from gateway.session import Session, SessionUser
+from gateway.session.client_output import ClientOutput
 from gateway.session.manager import SessionManager
 from gateway.session.refusals import StartRefused
 from gateway.twilio_bridge import TwilioBridge
@@ -151,7 +152,7 @@ class TwilioRoutes:
         )
         manager = self.manager
 
-        async def start_session(event: object, outbound: Outbound) -> Session:
+        async def start_session(event: object, outbound: ClientOutput) -> Session:
             session = await manager.start(event, user, outbound)  # type: ignore[arg-type]
             session.movable = False  # the call's media stream is Twilio's: it cannot move
             return session

@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import orjson
-
 from gateway.clock import ManualClock
 from gateway.observability import Metrics
+from gateway.protocol import ServerEvent
 from gateway.registry import Registry
 from gateway.session import Session, SessionParts, SessionUser
 from gateway.session.ownership import Ownership
@@ -119,7 +118,8 @@ class RecordingTransport:
 
 @dataclass
 class RecordingOutbound:
-    """What the client would receive: events decoded, audio frames as bytes."""
+    """What the client would receive: events in their wire shape (``to_dict``), audio frames as
+    bytes."""
 
     events: list[dict[str, Any]] = field(default_factory=list)
     audio_frames: list[bytes] = field(default_factory=list)
@@ -127,8 +127,8 @@ class RecordingOutbound:
     released: asyncio.Event = field(default_factory=asyncio.Event)
     _arrived: asyncio.Condition = field(default_factory=asyncio.Condition)
 
-    def event(self, payload: bytes, *, after_audio: bool = False) -> None:
-        self.events.append(orjson.loads(payload))
+    def event(self, event: ServerEvent, *, after_audio: bool = False) -> None:
+        self.events.append(dict(event.to_dict()))
         asyncio.get_running_loop().create_task(self._notify())
 
     async def _notify(self) -> None:
@@ -147,6 +147,9 @@ class RecordingOutbound:
 
     def discard_audio(self) -> None:
         self.audio_frames.clear()
+
+    def close(self) -> None:
+        self.released.set()
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e["type"] == kind]

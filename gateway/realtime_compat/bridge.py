@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import orjson
 import structlog
@@ -40,12 +39,16 @@ from gateway.protocol import (
     Mode,
     ProtocolError,
     ResponseCancel,
+    ResponseDone,
+    ResponseStarted,
     SessionEnd,
+    SessionEnded,
     SessionStart,
     SessionUpdate,
     TextSend,
 )
 from gateway.protocol import ResponseCreate as AnswerNow
+from gateway.protocol import ServerEvent as GatewayEvent
 from gateway.realtime_compat import client_wire as cw
 from gateway.realtime_compat.client_items import FunctionCallOutput, InputAudio, UserMessage
 from gateway.realtime_compat.client_tools import ToolCheck, client_tools_of
@@ -56,7 +59,8 @@ from gateway.realtime_compat.server_wire import ServerEvent, SessionIds
 from gateway.realtime_compat.session_config import SessionPatch, SessionView
 from gateway.realtime_compat.translate import Translator
 from gateway.realtime_compat.turn_options import turn_changes
-from gateway.session.outbound import Outbound
+from gateway.session.client_output import ClientOutput
+from gateway.session.outbound import Outbound, as_is
 from gateway.session.refusals import StartRefused
 from gateway.session.session import Session
 
@@ -66,7 +70,7 @@ _log = structlog.get_logger("realtime_compat")
 
 SESSION_LIFETIME_S = 30 * 60
 
-StartSession = Callable[[SessionStart, Outbound], Awaitable[Session]]
+StartSession = Callable[[SessionStart, ClientOutput], Awaitable[Session]]
 # The socket's synchronous writes: is it writable now (open, nothing unsent), and write one
 # text frame's UTF-8.
 WriteNow = tuple[Callable[[], bool], Callable[[bytes], None]]
@@ -101,9 +105,10 @@ class CompatBridge:
         self.view = SessionView(
             id=ids("sess"), model=model, expires_at=int(time.time()) + SESSION_LIFETIME_S
         )
-        self.outbound = Outbound(
-            self._on_session_text,
+        self.outbound: Outbound[GatewayEvent] = Outbound(
+            self._on_session_event,
             self._on_session_audio,
+            prepare=as_is,
             max_audio_frames=max_audio_frames,
             ordered=True,
             write_audio_now=None if write_now is None else self._audio_out_now,
@@ -360,16 +365,14 @@ class CompatBridge:
 
     # Session → client --------------------------------------------------------------------------
 
-    async def _on_session_text(self, text: str) -> None:
-        event: dict[str, Any] = orjson.loads(text)
-        kind = event.get("type")
-        if self._tool_answer_expected and kind == "response.started":
+    async def _on_session_event(self, event: GatewayEvent) -> None:
+        if self._tool_answer_expected and isinstance(event, ResponseStarted):
             self._tool_reply_started = True
-        elif self._tool_reply_started and kind == "response.done":
+        elif self._tool_reply_started and isinstance(event, ResponseDone):
             # The reply to the outputs has ended, and no response.create came for it.
             self._tool_answer_expected = self._tool_reply_started = False
-        if kind == "session.ended":
-            self.end_reason = str(event.get("reason"))
+        if isinstance(event, SessionEnded):
+            self.end_reason = event.reason.value
         await self._emit(self.translator.on_event(event))
         if self.end_reason is not None:
             self.ended.set()

@@ -30,7 +30,8 @@ from gateway.realtime_compat.bridge import CompatBridge
 from gateway.realtime_compat.client_tools import ToolCheck
 from gateway.realtime_compat.model_names import model_refusal, provider_for_model
 from gateway.realtime_compat.server_wire import SessionIds, close_code
-from gateway.session import Outbound, Session, SessionUser
+from gateway.session import Session, SessionUser
+from gateway.session.client_output import ClientOutput
 from gateway.session.client_tools import declarations_problem
 from gateway.session.manager import SessionManager
 from gateway.session.ratelimit import TokenBucket
@@ -104,7 +105,7 @@ class RealtimeCompatRoutes:
     ) -> None:
         manager = self.manager
 
-        async def start_session(start: SessionStart, outbound: Outbound) -> Session:
+        async def start_session(start: SessionStart, outbound: ClientOutput) -> Session:
             session = await manager.start(start, user, outbound)
             session.movable = False  # GA clients know no session.moving: it ends with the socket
             return session

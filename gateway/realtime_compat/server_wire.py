@@ -15,6 +15,8 @@ import secrets
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeAlias
 
+from gateway.protocol import ErrorEvent
+
 from .errors import CompatError
 from .session_config import PCM_24K, Modality
 
@@ -206,17 +208,16 @@ _SERVER_CODES = frozenset(
 )
 
 
-def error_from_gateway(event: Mapping[str, Any]) -> CompatError:
+def error_from_gateway(event: ErrorEvent) -> CompatError:
     """Our ``error`` event → OpenAI's error: our ``code`` and ``message`` kept (our codes are
     documented in the gateway protocol), ``server_error`` for the gateway's and the upstream's
     faults, ``invalid_request_error`` otherwise; ``event_id`` echoed (the bridge gives our
     client events the GA client's ``event_id``)."""
-    code = str(event.get("code") or "internal")
-    event_id = event.get("event_id")
+    code = event.code.value
     return CompatError(
         code,
-        str(event.get("message") or code),
-        event_id=event_id if isinstance(event_id, str) else None,
+        event.message or code,
+        event_id=event.event_id,
         error_type="server_error" if code in _SERVER_CODES else "invalid_request_error",
     )
 

@@ -1,4 +1,4 @@
-"""The gateway session's output (our protocol's JSON events and PCM16 audio, in order) turned
+"""The gateway session's output (our protocol's typed events and PCM16 audio, in order) turned
 into GA Realtime server events, plus the echoes of the client's conversation edits. Pure: no
 I/O, no clock; ids come from the injected ``ids``.
 
@@ -61,6 +61,22 @@ from typing import Any
 
 import orjson
 
+from gateway.protocol import (
+    ClientToolCancelled,
+    ClientToolRequested,
+    ErrorEvent,
+    ResponseDone,
+    ResponseStarted,
+    SessionEnded,
+    SpeechStarted,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TranscriptDelta,
+    TranscriptDone,
+)
+from gateway.protocol import ServerEvent as GatewayEvent
+
 from .client_wire import (
     FunctionCallOutput,
     ItemCreate,
@@ -113,19 +129,19 @@ class Translator:
         # The client's calls the model made: None while one waits, else why it takes no answer.
         self._client_calls: dict[str, str | None] = {}
         self._last_error: str | None = None
-        self._handlers: Mapping[str, Callable[[Mapping[str, Any]], list[ServerEvent]]] = {
-            "response.started": self._response_started,
-            "transcript.delta": self._transcript_delta,
-            "transcript.done": self._transcript_done,
-            "text.delta": self._text_delta,
-            "response.done": self._response_done,
-            "speech.started": self._speech_started,
-            "tool.started": self._tool_started,
-            "tool.finished": self._tool_finished,
-            "client_tool.requested": self._client_tool,
-            "client_tool.cancelled": self._client_tool_cancelled,
-            "error": self._error,
-            "session.ended": self._session_ended,
+        self._handlers: Mapping[type[Any], Callable[[Any], list[ServerEvent]]] = {
+            ResponseStarted: self._response_started,
+            TranscriptDelta: self._transcript_delta,
+            TranscriptDone: self._transcript_done,
+            TextDelta: self._text_delta,
+            ResponseDone: self._response_done,
+            SpeechStarted: self._speech_started,
+            ToolStarted: self._tool_started,
+            ToolFinished: self._tool_finished,
+            ClientToolRequested: self._client_tool,
+            ClientToolCancelled: self._client_tool_cancelled,
+            ErrorEvent: self._error,
+            SessionEnded: self._session_ended,
         }
 
     # Session ---------------------------------------------------------------------------------
@@ -143,10 +159,9 @@ class Translator:
 
     # The gateway's output ----------------------------------------------------------------------
 
-    def on_event(self, event: Mapping[str, Any]) -> list[ServerEvent]:
-        """One of our protocol's server events; one without a GA form gives ``[]``."""
-        kind = event.get("type")
-        handler = self._handlers.get(kind) if isinstance(kind, str) else None
+    def on_event(self, event: GatewayEvent) -> list[ServerEvent]:
+        """One of the session's events; one without a GA form gives ``[]``."""
+        handler = self._handlers.get(type(event))
         return [] if handler is None else handler(event)
 
     def on_audio(self, pcm: bytes, encoded: str | None = None) -> list[ServerEvent]:
@@ -163,16 +178,16 @@ class Translator:
                 del self._audio_items[next(iter(self._audio_items))]
         return events
 
-    def _response(self, event: Mapping[str, Any]) -> ResponseStream | None:
-        return self._responses.get(str(event.get("response_id")))
+    def _response(self, response_id: str | None) -> ResponseStream | None:
+        return None if response_id is None else self._responses.get(response_id)
 
-    def _response_started(self, event: Mapping[str, Any]) -> list[ServerEvent]:
+    def _response_started(self, event: ResponseStarted) -> list[ServerEvent]:
         events = self._user.end_speech()
         params, self._requested = self._requested or ResponseParams(), None
         view = self._view
         response = ResponseStream(
             self._ctx,
-            ours=str(event.get("response_id")),
+            ours=event.response_id,
             modality=params.modality or ("audio" if view is None else view.modality),
             voice="alloy" if view is None else view.voice,
             in_conversation=not params.out_of_band,
@@ -183,61 +198,52 @@ class Translator:
         events.append(response.created())
         return events
 
-    def _text_delta(self, event: Mapping[str, Any]) -> list[ServerEvent]:
-        response = self._response(event)
-        return [] if response is None else response.delta("text", str(event.get("delta", "")))
+    def _text_delta(self, event: TextDelta) -> list[ServerEvent]:
+        response = self._response(event.response_id)
+        return [] if response is None else response.delta("text", event.delta)
 
-    def _transcript_delta(self, event: Mapping[str, Any]) -> list[ServerEvent]:
-        delta = str(event.get("delta", ""))
-        if event.get("role") != "user":
-            response = self._response(event)
-            return [] if response is None else response.delta("audio", delta)
-        return self._user.transcript_delta(delta, shown=self._transcribing)
+    def _transcript_delta(self, event: TranscriptDelta) -> list[ServerEvent]:
+        if event.role != "user":
+            response = self._response(event.response_id)
+            return [] if response is None else response.delta("audio", event.delta)
+        return self._user.transcript_delta(event.delta, shown=self._transcribing)
 
-    def _transcript_done(self, event: Mapping[str, Any]) -> list[ServerEvent]:
-        text = str(event.get("text", ""))
-        if event.get("role") != "user":
-            response = self._response(event)
+    def _transcript_done(self, event: TranscriptDone) -> list[ServerEvent]:
+        if event.role != "user":
+            response = self._response(event.response_id)
             if response is not None:
-                response.transcript_done = text
+                response.transcript_done = event.text
             return []
-        return self._user.transcript_done(text, shown=self._transcribing)
+        return self._user.transcript_done(event.text, shown=self._transcribing)
 
-    def _response_done(self, event: Mapping[str, Any]) -> list[ServerEvent]:
-        response = self._responses.pop(str(event.get("response_id")), None)
+    def _response_done(self, event: ResponseDone) -> list[ServerEvent]:
+        response = self._responses.pop(event.response_id, None)
         if response is None:
             return []
         if self._speaking is response:
             self._speaking = None
-        usage = event.get("usage")
         error_message, self._last_error = self._last_error, None
         return response.finish(
-            str(event.get("status")),
-            text=str(event.get("text") or ""),
-            usage=usage if isinstance(usage, Mapping) else None,
-            error_message=error_message,
+            event.status.value, text=event.text, usage=event.usage, error_message=error_message
         )
 
-    def _speech_started(self, event: Mapping[str, Any]) -> list[ServerEvent]:
+    def _speech_started(self, event: SpeechStarted) -> list[ServerEvent]:
         vad = None if self._view is None else self._view.turn_detection
         return self._user.speech_started(300 if vad is None else vad.prefix_padding_ms)
 
-    def _error(self, event: Mapping[str, Any]) -> list[ServerEvent]:
+    def _error(self, event: ErrorEvent) -> list[ServerEvent]:
         error = error_from_gateway(event)
         if error.code == "upstream_error":
             self._last_error = error.message
         return [self.error_event(error)]
 
-    def _session_ended(self, event: Mapping[str, Any]) -> list[ServerEvent]:
-        detail = event.get("detail")
-        error = session_end_error(
-            str(event.get("reason")), detail if isinstance(detail, str) else None
-        )
+    def _session_ended(self, event: SessionEnded) -> list[ServerEvent]:
+        error = session_end_error(event.reason.value, event.detail)
         return [] if error is None else [self.error_event(error)]
 
     # Tools ------------------------------------------------------------------------------------
 
-    def _tool_started(self, event: Mapping[str, Any]) -> list[ServerEvent]:
+    def _tool_started(self, event: ToolStarted) -> list[ServerEvent]:
         if not self._show_tools:
             return []
         return self._added_and_done(
@@ -246,51 +252,49 @@ class Translator:
                 "object": "realtime.item",
                 "type": "function_call",
                 "status": "completed",
-                "name": str(event.get("name", "")),
-                "call_id": str(event.get("call_id", "")),
-                "arguments": orjson.dumps(event.get("arguments") or {}).decode(),
+                "name": event.name,
+                "call_id": event.call_id,
+                "arguments": orjson.dumps(event.arguments).decode(),
             }
         )
 
-    def _tool_finished(self, event: Mapping[str, Any]) -> list[ServerEvent]:
+    def _tool_finished(self, event: ToolFinished) -> list[ServerEvent]:
         if not self._show_tools:
             return []
-        ok = bool(event.get("ok"))
-        result = (
-            {"ok": ok, "data": event.get("data")} if ok else {"ok": ok, "error": event.get("error")}
-        )
+        result: dict[str, Any] = {"ok": event.ok}
+        if event.error is None:
+            result["data"] = event.data
+        else:
+            result["error"] = event.error.to_dict()
         return self._added_and_done(
             {
                 "id": self._ids("item"),
                 "object": "realtime.item",
                 "type": "function_call_output",
                 "status": "completed",
-                "call_id": str(event.get("call_id", "")),
+                "call_id": event.call_id,
                 "output": orjson.dumps(result).decode(),
             }
         )
 
-    def _client_tool(self, event: Mapping[str, Any]) -> list[ServerEvent]:
+    def _client_tool(self, event: ClientToolRequested) -> list[ServerEvent]:
         """A call of one of the client's own tools (proposed event, see the module docstring)."""
-        response = self._response(event)
+        response = self._response(event.response_id)
         if response is None:
             return []
-        call_id = str(event.get("call_id", ""))
-        self._client_calls[call_id] = None
-        return response.client_call(
-            call_id, str(event.get("name", "")), str(event.get("arguments", ""))
-        )
+        self._client_calls[event.call_id] = None
+        return response.client_call(event.call_id, event.name, event.arguments)
 
-    def _client_tool_cancelled(self, event: Mapping[str, Any]) -> list[ServerEvent]:
-        call_id = str(event.get("call_id", ""))
+    def _client_tool_cancelled(self, event: ClientToolCancelled) -> list[ServerEvent]:
+        call_id = event.call_id
         if call_id not in self._client_calls:
             return []
-        timeout = event.get("reason") == "timeout"
+        timeout = event.reason == "timeout"
         why = "was not answered in time" if timeout else "was cancelled by the model"
         self._client_calls[call_id] = why
         error = CompatError(
             "client_tool_timeout" if timeout else "client_tool_cancelled",
-            f"The call '{call_id}' of '{event.get('name')}' {why}; it takes no output any "
+            f"The call '{call_id}' of '{event.name}' {why}; it takes no output any "
             + ("more: the model was told it timed out." if timeout else "more."),
             error_type="server_error" if timeout else "invalid_request_error",
         )

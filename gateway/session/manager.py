@@ -34,9 +34,9 @@ from gateway.protocol import (
     ToolInfo,
 )
 from gateway.registry import Registry
+from gateway.session.client_output import ClientOutput
 from gateway.session.fan_out import for_each
 from gateway.session.opening import open_session, session_setup
-from gateway.session.outbound import Outbound
 from gateway.session.parts import SessionParts
 from gateway.session.refusals import StartRefused, store_unavailable
 from gateway.session.resume import Resumes
@@ -102,7 +102,9 @@ class SessionManager:
 
     # -- start -----------------------------------------------------------------------------------
 
-    async def start(self, start: SessionStart, user: SessionUser, outbound: Outbound) -> Session:
+    async def start(
+        self, start: SessionStart, user: SessionUser, outbound: ClientOutput
+    ) -> Session:
         """A new session, announced to the client; raises ``StartRefused``."""
         self.refuse_while_draining(start)
         if len(self.sessions) >= self.settings.max_sessions:
@@ -183,7 +185,7 @@ class SessionManager:
         session_id: str,
         setup: SessionSnapshot,
         user: SessionUser,
-        outbound: Outbound,
+        outbound: ClientOutput,
         event_id: str | None,
         *,
         epoch: int,
@@ -279,7 +281,9 @@ class SessionManager:
 
     # -- resume (gateway.session.resume) ---------------------------------------------------------
 
-    async def resume(self, start: SessionStart, user: SessionUser, outbound: Outbound) -> Session:
+    async def resume(
+        self, start: SessionStart, user: SessionUser, outbound: ClientOutput
+    ) -> Session:
         self.refuse_while_draining(start)
         return await self.resumes.resume(start, user, outbound)
 

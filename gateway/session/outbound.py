@@ -17,6 +17,12 @@ socket has unsent data), an audio frame is written at once when nothing is queue
 writer is idle, which spares a task switch per frame; anything else takes the queues. It is
 given the frame's standard base64 too when the upstream sent that (``AudioDelta.encoded``), for
 a client that takes base64 (``/v1/realtime``): no encoding again.
+
+The session hands over typed events (``ServerEvent``), never JSON: each client edge says what
+it queues (``prepare``). The native edge encodes each event once, as it is queued (its size is
+what counts against ``max_control_bytes``); a bridge queues the event itself (``as_is``, a fixed
+size each) and translates it into its own protocol as it is written. Nothing parses the
+session's output back.
 """
 
 from __future__ import annotations
@@ -24,26 +30,41 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
 
-__all__ = ["Outbound"]
+from gateway.protocol import ServerEvent
+
+__all__ = ["TYPED_EVENT_SIZE", "Outbound", "as_is"]
+
+T = TypeVar("T")
+
+# What one queued typed event counts against ``max_control_bytes`` (a bridge's events are not
+# encoded here; a typical one is a few hundred bytes once translated).
+TYPED_EVENT_SIZE = 512
 
 
-class _Ordered:
-    """A text event queued behind the audio that precedes it."""
+def as_is(event: ServerEvent) -> tuple[ServerEvent, int]:
+    """A bridge's ``prepare``: the event itself is queued, at ``TYPED_EVENT_SIZE``."""
+    return event, TYPED_EVENT_SIZE
 
-    __slots__ = ("size", "text")
 
-    def __init__(self, text: str, size: int) -> None:
-        self.text = text
+class _Ordered(Generic[T]):
+    """An event queued behind the audio that precedes it."""
+
+    __slots__ = ("payload", "size")
+
+    def __init__(self, payload: T, size: int) -> None:
+        self.payload = payload
         self.size = size
 
 
-class Outbound:
+class Outbound(Generic[T]):
     def __init__(
         self,
-        send_text: Callable[[str], Awaitable[None]],
+        send_event: Callable[[T], Awaitable[None]],
         send_bytes: Callable[[bytes], Awaitable[None]],
         *,
+        prepare: Callable[[ServerEvent], tuple[T, int]],
         max_audio_frames: int,
         max_control_bytes: int = 8 * 1024 * 1024,
         on_audio_dropped: Callable[[], None] = lambda: None,
@@ -51,10 +72,11 @@ class Outbound:
         ordered: bool = False,
         write_audio_now: Callable[[bytes, str | None], bool] | None = None,
     ) -> None:
-        self._send_text = send_text
+        self._send_event = send_event
         self._send_bytes = send_bytes
-        self._control: deque[tuple[str, int]] = deque()
-        self._lane: deque[bytes | _Ordered] = deque()  # audio frames and ordered events
+        self._prepare = prepare
+        self._control: deque[tuple[T, int]] = deque()
+        self._lane: deque[bytes | _Ordered[T]] = deque()  # audio frames and ordered events
         self._audio_frames = 0
         self._max_audio = max_audio_frames
         self._on_dropped = on_audio_dropped
@@ -75,18 +97,18 @@ class Outbound:
         self.sent_events = 0
         self.sent_audio = 0
 
-    def event(self, payload: bytes, *, after_audio: bool = False) -> None:
+    def event(self, event: ServerEvent, *, after_audio: bool = False) -> None:
         if self._closed:
             return
-        self._control_bytes += len(payload)
+        payload, size = self._prepare(event)
+        self._control_bytes += size
         if self._control_bytes > self._max_control_bytes:
             self._overflow()
             return
-        text = payload.decode()
         if (after_audio or self._ordered) and self._lane:
-            self._lane.append(_Ordered(text, len(payload)))
+            self._lane.append(_Ordered(payload, size))
         else:
-            self._control.append((text, len(payload)))
+            self._control.append((payload, size))
         self._wake.set()
 
     def audio(self, pcm: bytes, encoded: str | None = None) -> None:
@@ -122,15 +144,15 @@ class Outbound:
     async def run(self) -> None:
         while True:
             if self._control:
-                text, size = self._control.popleft()
+                payload, size = self._control.popleft()
                 self._control_bytes -= size
-                await self._send_text(text)
+                await self._send_event(payload)
                 self.sent_events += 1
             elif self._lane:
                 item = self._lane.popleft()
                 if isinstance(item, _Ordered):
                     self._control_bytes -= item.size
-                    await self._send_text(item.text)
+                    await self._send_event(item.payload)
                     self.sent_events += 1
                 else:
                     self._audio_frames -= 1

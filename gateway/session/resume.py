@@ -45,8 +45,8 @@ from gateway.protocol import (
     Recovery,
     SessionStart,
 )
+from gateway.session.client_output import ClientOutput
 from gateway.session.drain_moves import RELEASE_WAIT_S, DrainMoves
-from gateway.session.outbound import Outbound
 from gateway.session.refusals import StartRefused, store_unavailable
 from gateway.session.resume_pacing import Admitted, Deferred, ResumeGate
 from gateway.session.session import Session, SessionUser
@@ -85,7 +85,7 @@ class ManagerView(Protocol):
         session_id: str,
         setup: SessionSnapshot,
         user: SessionUser,
-        outbound: Outbound,
+        outbound: ClientOutput,
         event_id: str | None,
         *,
         epoch: int,
@@ -153,7 +153,9 @@ class Resumes:
 
     # -- resume ----------------------------------------------------------------------------------
 
-    async def resume(self, start: SessionStart, user: SessionUser, outbound: Outbound) -> Session:
+    async def resume(
+        self, start: SessionStart, user: SessionUser, outbound: ClientOutput
+    ) -> Session:
         """Reattach a session; raises ``StartRefused`` (``resume_failed``, or
         ``store_unavailable`` when the store is needed and cannot be reached)."""
         m = self._m
@@ -234,7 +236,7 @@ class Resumes:
         session_id: str,
         token_hash: str,
         user: SessionUser,
-        outbound: Outbound,
+        outbound: ClientOutput,
         start: SessionStart,
     ) -> tuple[Session | None, Recovery | None]:
         m = self._m
@@ -295,7 +297,7 @@ class Resumes:
         record: SessionRecord,
         lost_node: str | None,
         user: SessionUser,
-        outbound: Outbound,
+        outbound: ClientOutput,
         start: SessionStart,
     ) -> tuple[Session, Recovery | None]:
         """The session as its record has it, on a new upstream; its ledger adopted.

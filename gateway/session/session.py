@@ -8,7 +8,7 @@ A ``Session`` is the state the parts share and the wiring between them:
                     ``gateway.orchestrator``
     Profile, Conversation   what a resume needs (``snapshot``), as plain data
 
-Everything the client sees goes through ``emit`` / the ``Outbound`` writer, so a slow client
+Everything the client sees goes through ``emit`` / the ``ClientOutput`` writer, so a slow client
 never blocks the upstream. The socket handler (``gateway.server``) feeds ``on_client_event`` and
 ``audio_now``; the session manager runs ``run_upstream``.
 """
@@ -37,11 +37,10 @@ from gateway.protocol import (
     ResponseDone,
     ServerEvent,
     SessionEnded,
-    encode,
 )
 from gateway.session.client_events import ClientEvents
+from gateway.session.client_output import ClientOutput
 from gateway.session.client_tools import ClientToolBook
-from gateway.session.outbound import Outbound
 from gateway.session.ownership import Ownership
 from gateway.session.parts import SessionParts
 from gateway.session.ratelimit import TokenBucket
@@ -127,7 +126,7 @@ class Session:
         self.usage = UsageReporter(self.conversation.usage, self.profile, metrics, parts.prices)
         self._audit = parts.audit
         self.state = SessionState.STARTING
-        self.outbound: Outbound | None = None
+        self.outbound: ClientOutput | None = None
         self.resume_token_hash = ""
         self.ended = asyncio.Event()
         self.end_reason: EndReason | None = None
@@ -231,7 +230,7 @@ class Session:
         """Spend the connection's event budget (its control frames spend from it too)."""
         self.client.budget = bucket
 
-    def attach(self, outbound: Outbound) -> None:
+    def attach(self, outbound: ClientOutput) -> None:
         self.outbound = outbound
         if self.state is SessionState.DETACHED:
             self.state = transition(self.state, "resume")
@@ -271,7 +270,7 @@ class Session:
         if self.outbound is not None:
             # A response's end follows its audio; session.ended is the very last frame.
             ordered = isinstance(event, ResponseDone | SessionEnded)
-            self.outbound.event(encode(event), after_audio=ordered)
+            self.outbound.event(event, after_audio=ordered)
             self.metrics.frames.text_out += 1
 
     def error(self, code: ErrorCode, message: str, event_id: str | None = None) -> None:

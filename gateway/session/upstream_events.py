@@ -33,7 +33,7 @@ from gateway.protocol import (
     TranscriptDone,
     TranscriptRole,
 )
-from gateway.session.outbound import Outbound
+from gateway.session.client_output import ClientOutput
 from gateway.session.playback import PlaybackCursor
 from gateway.session.snapshot import Conversation, Profile
 from gateway.session.toolflow import ToolFlow
@@ -53,7 +53,7 @@ class ResponseHost(Protocol):
     ended: asyncio.Event
 
     @property
-    def outbound(self) -> Outbound | None: ...
+    def outbound(self) -> ClientOutput | None: ...
 
     def emit(self, event: ServerEvent) -> None: ...
 

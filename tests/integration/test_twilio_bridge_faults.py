@@ -25,10 +25,17 @@ from test_gateway_twilio import AUTH_TOKEN, CALL_SID, call, twilio_gateway, twil
 from fakes.openai_realtime.server import FakeRealtimeServer
 from gateway import twilio_bridge, twilio_routes
 from gateway.config import Settings
-from gateway.protocol import EndReason
+from gateway.protocol import (
+    EndReason,
+    ResponseDone,
+    ResponseStarted,
+    ResponseStatus,
+    ServerEvent,
+    SessionEnded,
+)
 from gateway.protocol.client_events import SessionStart
 from gateway.providers import make_transport
-from gateway.session.outbound import Outbound
+from gateway.session.client_output import ClientOutput
 from gateway.twilio_bridge import TwilioBridge
 from transports.base import ToolResult, Transport
 from transports.twilio import codec
@@ -331,7 +338,7 @@ class StubSession:
 async def open_bridge(wire: Wire) -> tuple[TwilioBridge, StubSession]:
     session = StubSession()
 
-    async def start_session(start: SessionStart, outbound: Outbound) -> Any:
+    async def start_session(start: SessionStart, outbound: ClientOutput) -> Any:
         return session
 
     bridge = TwilioBridge(wire.send, stream_sid=BRIDGE_SID, greeting=None, max_audio_frames=200)
@@ -339,18 +346,18 @@ async def open_bridge(wire: Wire) -> tuple[TwilioBridge, StubSession]:
     return bridge, session
 
 
-def emit(bridge: TwilioBridge, event: dict[str, Any]) -> None:
+def emit(bridge: TwilioBridge, event: ServerEvent) -> None:
     """A session event, queued as ``Session.emit`` queues it (a response's end after audio)."""
-    ordered = event["type"] in ("response.done", "session.ended")
-    bridge.outbound.event(orjson.dumps(event), after_audio=ordered)
+    ordered = isinstance(event, ResponseDone | SessionEnded)
+    bridge.outbound.event(event, after_audio=ordered)
 
 
-def started(response_id: str) -> dict[str, Any]:
-    return {"type": "response.started", "response_id": response_id}
+def started(response_id: str) -> ServerEvent:
+    return ResponseStarted(response_id=response_id)
 
 
-def done(response_id: str) -> dict[str, Any]:
-    return {"type": "response.done", "response_id": response_id, "status": "completed"}
+def done(response_id: str) -> ServerEvent:
+    return ResponseDone(response_id=response_id, status=ResponseStatus.COMPLETED, text="")
 
 
 async def written(bridge: TwilioBridge, events: int, audio: int) -> None:
@@ -374,7 +381,7 @@ async def test_a_live_reply_is_sent_the_moment_each_frame_exists() -> None:
     now = [0.0]
     session = StubSession()
 
-    async def start_session(start: SessionStart, outbound: Outbound) -> Any:
+    async def start_session(start: SessionStart, outbound: ClientOutput) -> Any:
         return session
 
     bridge = TwilioBridge(

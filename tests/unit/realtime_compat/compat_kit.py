@@ -19,6 +19,27 @@ import pydantic
 from openai.types.realtime import RealtimeServerEvent
 from openai.types.realtime.realtime_client_event_param import RealtimeClientEventParam
 
+from gateway.protocol import (
+    ClientToolCancelled,
+    ClientToolRequested,
+    EndReason,
+    ErrorCode,
+    ErrorEvent,
+    ResponseDone,
+    ResponseStarted,
+    ResponseStatus,
+    SessionEnded,
+    SpeechStarted,
+    TextDelta,
+    ToolErrorInfo,
+    ToolFinished,
+    ToolSlow,
+    ToolStarted,
+    TranscriptDelta,
+    TranscriptDone,
+    TranscriptRole,
+)
+from gateway.protocol import ServerEvent as GatewayEvent
 from gateway.realtime_compat.server_wire import CountingIds, ServerEvent
 from gateway.realtime_compat.session_config import SessionView
 from gateway.realtime_compat.translate import Translator
@@ -89,49 +110,75 @@ def types(events: Iterable[ServerEvent]) -> list[str]:
     return [event["type"] for event in events]
 
 
-# The gateway's events (docs/protocol.md section 6), as the bridge receives them ---------------
+# The gateway's events (docs/protocol.md section 6), typed, as the bridge receives them -------
+
+_TYPED: dict[str, type[Any]] = {
+    cls.TYPE: cls
+    for cls in (
+        ResponseStarted,
+        TextDelta,
+        TranscriptDelta,
+        TranscriptDone,
+        ResponseDone,
+        SpeechStarted,
+        ToolStarted,
+        ToolFinished,
+        ToolSlow,
+        ClientToolRequested,
+        ClientToolCancelled,
+        ErrorEvent,
+        SessionEnded,
+    )
+}
 
 
-def started(response_id: str = "r1") -> dict[str, Any]:
-    return {"type": "response.started", "response_id": response_id}
+def typed(event: Mapping[str, Any] | GatewayEvent) -> GatewayEvent:
+    """A session event written as its wire JSON (easier to read in a test), as the typed event
+    the session hands the bridge; a typed event is returned as it is."""
+    if not isinstance(event, Mapping):
+        return event
+    fields = {key: value for key, value in event.items() if key != "type"}
+    cls = _TYPED[str(event["type"])]
+    if cls is ResponseDone:
+        fields["status"] = ResponseStatus(fields["status"])
+    elif cls is SessionEnded:
+        fields["reason"] = EndReason(fields["reason"])
+    elif cls is ErrorEvent:
+        fields["code"] = ErrorCode(fields["code"])
+    elif cls in (TranscriptDelta, TranscriptDone):
+        fields["role"] = TranscriptRole(fields["role"])
+    elif cls is ToolFinished and fields.get("error") is not None:
+        fields["error"] = ToolErrorInfo(**fields["error"])
+    event_of_cls: GatewayEvent = cls(**fields)
+    return event_of_cls
 
 
-def transcript_delta(delta: str, response_id: str = "r1") -> dict[str, Any]:
-    return {
-        "type": "transcript.delta",
-        "role": "assistant",
-        "response_id": response_id,
-        "delta": delta,
-    }
+def started(response_id: str = "r1") -> GatewayEvent:
+    return ResponseStarted(response_id=response_id)
 
 
-def transcript_done(text: str, response_id: str = "r1") -> dict[str, Any]:
-    return {
-        "type": "transcript.done",
-        "role": "assistant",
-        "response_id": response_id,
-        "text": text,
-    }
+def transcript_delta(delta: str, response_id: str = "r1") -> GatewayEvent:
+    return TranscriptDelta(role=TranscriptRole.ASSISTANT, response_id=response_id, delta=delta)
 
 
-def user_transcript_done(text: str) -> dict[str, Any]:
-    return {"type": "transcript.done", "role": "user", "text": text}
+def transcript_done(text: str, response_id: str = "r1") -> GatewayEvent:
+    return TranscriptDone(role=TranscriptRole.ASSISTANT, response_id=response_id, text=text)
 
 
-def text_delta(delta: str, response_id: str = "r1") -> dict[str, Any]:
-    return {"type": "text.delta", "response_id": response_id, "delta": delta}
+def user_transcript_done(text: str) -> GatewayEvent:
+    return TranscriptDone(role=TranscriptRole.USER, text=text)
+
+
+def text_delta(delta: str, response_id: str = "r1") -> GatewayEvent:
+    return TextDelta(response_id=response_id, delta=delta)
 
 
 def done(
     status: str = "completed", text: str = "", response_id: str = "r1", **extra: Any
-) -> dict[str, Any]:
-    return {
-        "type": "response.done",
-        "response_id": response_id,
-        "status": status,
-        "text": text,
-        **extra,
-    }
+) -> GatewayEvent:
+    return ResponseDone(
+        response_id=response_id, status=ResponseStatus(status), text=text, usage=extra.get("usage")
+    )
 
 
-SPEECH_STARTED: dict[str, Any] = {"type": "speech.started"}
+SPEECH_STARTED: GatewayEvent = SpeechStarted()

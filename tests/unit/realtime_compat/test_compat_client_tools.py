@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from compat_kit import done, frame, sdk_parse_all, started, translator
+from compat_kit import done, frame, sdk_parse_all, started, translator, typed
 
 from gateway.protocol import ClientToolDeclaration
 from gateway.realtime_compat.client_items import FunctionCallOutput
@@ -86,13 +86,15 @@ def test_the_sessions_own_check_names_the_field_too() -> None:
 def asked(compat: Translator, call_id: str = "call_X") -> None:
     events = compat.on_event(started())
     events += compat.on_event(
-        {
-            "type": "client_tool.requested",
-            "response_id": "r1",
-            "call_id": call_id,
-            "name": "lookup_order",
-            "arguments": "{}",
-        }
+        typed(
+            {
+                "type": "client_tool.requested",
+                "response_id": "r1",
+                "call_id": call_id,
+                "name": "lookup_order",
+                "arguments": "{}",
+            }
+        )
     )
     events += compat.on_event(done("completed", ""))
     sdk_parse_all(events)
@@ -136,11 +138,11 @@ def test_a_call_the_gateway_gave_up_on_is_an_error_and_takes_no_output(
         "name": "lookup_order",
         "reason": reason,
     }
-    (event,) = compat.on_event(cancelled)
+    (event,) = compat.on_event(typed(cancelled))
     sdk_parse_all([event])
     assert event["error"]["code"] == code
     assert event["error"]["message"].startswith(f"The call 'call_X' of 'lookup_order' {why}")
     with pytest.raises(CompatError) as caught:
         compat.create_item(output())
     assert caught.value.message == f"Tool call ID 'call_X' {why}."
-    assert compat.on_event({**cancelled, "call_id": "call_never_made"}) == []
+    assert compat.on_event(typed({**cancelled, "call_id": "call_never_made"})) == []

@@ -17,6 +17,7 @@ from compat_kit import (
     started,
     transcript_delta,
     translator,
+    typed,
     types,
 )
 
@@ -98,7 +99,7 @@ def test_delete_and_retrieve() -> None:
 def test_a_retrieved_user_audio_item_carries_its_transcript() -> None:
     compat = translator(transcription={"model": "whisper-1"})
     user = compat.on_event(SPEECH_STARTED)[0]["item_id"]
-    compat.on_event({"type": "transcript.done", "role": "user", "text": "hello"})
+    compat.on_event(typed({"type": "transcript.done", "role": "user", "text": "hello"}))
     (retrieved,) = compat.retrieve_item(ItemRetrieve(item_id=user))
     assert retrieved["item"]["content"] == [{"type": "input_audio", "transcript": "hello"}]
 
@@ -170,13 +171,15 @@ def client_call(compat: Translator) -> list[dict[str, Any]]:
     events = compat.on_event(started())
     events += compat.on_event(transcript_delta("Checking."))
     events += compat.on_event(
-        {
-            "type": "client_tool.requested",
-            "response_id": "r1",
-            "call_id": "call_X",
-            "name": "get_weather",
-            "arguments": '{"city":"Paris"}',
-        }
+        typed(
+            {
+                "type": "client_tool.requested",
+                "response_id": "r1",
+                "call_id": "call_X",
+                "name": "get_weather",
+                "arguments": '{"city":"Paris"}',
+            }
+        )
     )
     events += compat.on_event(done("completed", "Checking."))
     return events
@@ -228,14 +231,16 @@ def test_only_a_call_the_model_made_may_be_answered() -> None:
 def test_a_gateway_error_becomes_a_ga_error_with_the_client_event_id() -> None:
     compat = translator()
     (event,) = compat.on_event(
-        {
-            "type": "error",
-            "code": "invalid_event",
-            "message": "text.send: 'text' must be 1 to 16000 characters",
-            "retryable": False,
-            "fatal": False,
-            "event_id": "evt_c9",
-        }
+        typed(
+            {
+                "type": "error",
+                "code": "invalid_event",
+                "message": "text.send: 'text' must be 1 to 16000 characters",
+                "retryable": False,
+                "fatal": False,
+                "event_id": "evt_c9",
+            }
+        )
     )
     assert event["error"] == {
         "type": "invalid_request_error",
@@ -251,7 +256,9 @@ def test_an_upstream_error_fails_the_response_with_its_message() -> None:
     compat = translator()
     compat.on_event(started())
     (error,) = compat.on_event(
-        {"type": "error", "code": "upstream_error", "message": "the model reported an error: x"}
+        typed(
+            {"type": "error", "code": "upstream_error", "message": "the model reported an error: x"}
+        )
     )
     assert error["error"]["type"] == "server_error"
     (failed,) = compat.on_event(done("failed"))
@@ -277,7 +284,9 @@ def test_an_upstream_error_fails_the_response_with_its_message() -> None:
 def test_the_end_of_a_session_is_told_then_closed(
     reason: str, code: str | None, close: int
 ) -> None:
-    events = translator().on_event({"type": "session.ended", "reason": reason, "detail": "why"})
+    events = translator().on_event(
+        typed({"type": "session.ended", "reason": reason, "detail": "why"})
+    )
     assert [event["error"]["code"] for event in events] == ([] if code is None else [code])
     for event in events:
         assert event["error"]["message"] == "why"

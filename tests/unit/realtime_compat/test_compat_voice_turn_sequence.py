@@ -14,6 +14,7 @@ from compat_kit import (
     transcript_delta,
     transcript_done,
     translator,
+    typed,
     types,
     user_transcript_done,
 )
@@ -202,7 +203,7 @@ def test_a_response_that_only_ran_the_gateways_tools_has_no_output() -> None:
     compat = translator()
     events = compat.on_event(started())
     events += compat.on_event(
-        {"type": "tool.started", "call_id": "c1", "name": "x", "arguments": {}}
+        typed({"type": "tool.started", "call_id": "c1", "name": "x", "arguments": {}})
     )
     events += compat.on_event(done("completed", ""))
     assert types(events) == ["response.created", "response.done"]
@@ -225,7 +226,7 @@ def test_a_user_transcript_streamed_while_speaking_does_not_end_the_utterance() 
     compat = translator(transcription={"model": "whisper-1"})
     (speech,) = compat.on_event(SPEECH_STARTED)
     delta = {"type": "transcript.delta", "role": "user", "delta": "what"}
-    streamed = compat.on_event(delta)
+    streamed = compat.on_event(typed(delta))
     assert types(streamed) == ["conversation.item.input_audio_transcription.delta"]
     assert streamed[0]["item_id"] == speech["item_id"]
     compat.input_appended(len(pcm(400)))

@@ -4,7 +4,20 @@ from __future__ import annotations
 
 import asyncio
 
+from gateway.protocol import ServerEvent, TextDelta
 from gateway.session import Outbound
+
+
+def ev(label: str) -> ServerEvent:
+    """An event the writer below shows as ``label`` (its wire form does not matter here)."""
+    return TextDelta(response_id="r", delta=label)
+
+
+def labelled(event: ServerEvent) -> tuple[str, int]:
+    """The edge's ``prepare`` in these tests: the label, counted in UTF-8 bytes as the native
+    edge counts its JSON."""
+    assert isinstance(event, TextDelta)
+    return event.delta, len(event.delta.encode())
 
 
 class Wire:
@@ -27,11 +40,11 @@ class Wire:
 
 async def test_control_events_overtake_queued_audio() -> None:
     wire = Wire(open_=False)
-    out = Outbound(wire.text, wire.binary, max_audio_frames=10)
+    out = Outbound(wire.text, wire.binary, prepare=labelled, max_audio_frames=10)
     writer = asyncio.create_task(out.run())
     out.audio(b"a1")
     out.audio(b"a2")
-    out.event(b'{"type":"x"}')
+    out.event(ev('{"type":"x"}'))
     out.close()
     wire.open.set()
     await asyncio.wait_for(writer, 1)
@@ -45,7 +58,11 @@ async def test_a_full_audio_queue_drops_the_oldest_frames_and_counts_them() -> N
     dropped: list[int] = []
     wire = Wire(open_=False)
     out = Outbound(
-        wire.text, wire.binary, max_audio_frames=3, on_audio_dropped=lambda: dropped.append(1)
+        wire.text,
+        wire.binary,
+        prepare=labelled,
+        max_audio_frames=3,
+        on_audio_dropped=lambda: dropped.append(1),
     )
     for i in range(6):
         out.audio(bytes([i]))
@@ -58,9 +75,9 @@ async def test_a_full_audio_queue_drops_the_oldest_frames_and_counts_them() -> N
 
 async def test_discard_audio_keeps_control_events() -> None:
     wire = Wire()
-    out = Outbound(wire.text, wire.binary, max_audio_frames=10)
+    out = Outbound(wire.text, wire.binary, prepare=labelled, max_audio_frames=10)
     out.audio(b"speech")
-    out.event(b'{"type":"speech.started"}')
+    out.event(ev('{"type":"speech.started"}'))
     out.discard_audio()
     out.close()
     await asyncio.wait_for(out.run(), 1)
@@ -69,10 +86,10 @@ async def test_discard_audio_keeps_control_events() -> None:
 
 async def test_close_flushes_what_was_queued_and_refuses_more() -> None:
     wire = Wire()
-    out = Outbound(wire.text, wire.binary, max_audio_frames=10)
-    out.event(b'{"type":"session.ended"}')
+    out = Outbound(wire.text, wire.binary, prepare=labelled, max_audio_frames=10)
+    out.event(ev('{"type":"session.ended"}'))
     out.close()
-    out.event(b'{"type":"late"}')
+    out.event(ev('{"type":"late"}'))
     out.audio(b"late")
     await asyncio.wait_for(out.run(), 1)
     assert wire.frames == ['{"type":"session.ended"}']
@@ -84,13 +101,14 @@ async def test_a_client_that_never_reads_is_cut_off_once() -> None:
     out = Outbound(
         wire.text,
         wire.binary,
+        prepare=labelled,
         max_audio_frames=10,
         max_control_bytes=100,
         on_overflow=lambda: cut.append(1),
     )
     writer = asyncio.create_task(out.run())
     for _ in range(20):
-        out.event(b'{"type":"transcript.delta","delta":"word"}')
+        out.event(ev('{"type":"transcript.delta","delta":"word"}'))
     assert out.overflowed
     assert cut == [1]
     writer.cancel()
@@ -102,22 +120,25 @@ async def test_bytes_are_counted_not_characters() -> None:
     out = Outbound(
         wire.text,
         wire.binary,
+        prepare=labelled,
         max_audio_frames=1,
         max_control_bytes=10,
         on_overflow=lambda: cut.append(1),
     )
-    out.event("ééééé".encode())  # 10 bytes, 5 characters: at the limit, not over
+    out.event(ev("ééééé"))  # 10 bytes, 5 characters: at the limit, not over
     assert not out.overflowed
-    out.event(b"x")
+    out.event(ev("x"))
     assert out.overflowed
 
 
 async def test_sent_events_free_their_share_of_the_limit() -> None:
     wire = Wire()
-    out = Outbound(wire.text, wire.binary, max_audio_frames=1, max_control_bytes=50)
+    out = Outbound(
+        wire.text, wire.binary, prepare=labelled, max_audio_frames=1, max_control_bytes=50
+    )
     writer = asyncio.create_task(out.run())
     for _ in range(20):
-        out.event(b'{"type":"pong","id":1}')  # 22 bytes each, 440 in all
+        out.event(ev('{"type":"pong","id":1}'))  # 22 bytes each, 440 in all
         await asyncio.sleep(0)  # let the writer send it
     out.close()
     await asyncio.wait_for(writer, 1)
@@ -127,12 +148,12 @@ async def test_sent_events_free_their_share_of_the_limit() -> None:
 
 async def test_response_done_and_session_ended_wait_for_the_audio_before_them() -> None:
     wire = Wire(open_=False)
-    out = Outbound(wire.text, wire.binary, max_audio_frames=10)
+    out = Outbound(wire.text, wire.binary, prepare=labelled, max_audio_frames=10)
     out.audio(b"a1")
     out.audio(b"a2")
-    out.event(b"done", after_audio=True)
-    out.event(b"delta")  # an ordinary event still goes first
-    out.event(b"ended", after_audio=True)
+    out.event(ev("done"), after_audio=True)
+    out.event(ev("delta"))  # an ordinary event still goes first
+    out.event(ev("ended"), after_audio=True)
     out.close()
     wire.open.set()
     await asyncio.wait_for(out.run(), 1)
@@ -141,9 +162,9 @@ async def test_response_done_and_session_ended_wait_for_the_audio_before_them() 
 
 async def test_ordered_events_are_never_dropped_with_audio() -> None:
     wire = Wire(open_=False)
-    out = Outbound(wire.text, wire.binary, max_audio_frames=2)
+    out = Outbound(wire.text, wire.binary, prepare=labelled, max_audio_frames=2)
     out.audio(b"a1")
-    out.event(b"done", after_audio=True)
+    out.event(ev("done"), after_audio=True)
     out.audio(b"a2")
     out.audio(b"a3")  # full: a1 goes, the event stays
     out.discard_audio()  # barge-in: audio goes, the event stays
@@ -157,11 +178,11 @@ async def test_ordered_events_are_never_dropped_with_audio() -> None:
 
 async def test_an_ordered_event_keeps_its_place_behind_an_earlier_one() -> None:
     wire = Wire(open_=False)
-    out = Outbound(wire.text, wire.binary, max_audio_frames=1)
+    out = Outbound(wire.text, wire.binary, prepare=labelled, max_audio_frames=1)
     out.audio(b"a1")
-    out.event(b"done", after_audio=True)
+    out.event(ev("done"), after_audio=True)
     out.discard_audio()  # the lane now holds only "done"
-    out.event(b"ended", after_audio=True)
+    out.event(ev("ended"), after_audio=True)
     out.close()
     wire.open.set()
     await asyncio.wait_for(out.run(), 1)
@@ -188,7 +209,13 @@ class DirectWire(Wire):
 
 async def test_audio_is_written_at_once_when_nothing_waits_and_the_writer_is_idle() -> None:
     wire = DirectWire()
-    out = Outbound(wire.text, wire.binary, max_audio_frames=10, write_audio_now=wire.write_now)
+    out = Outbound(
+        wire.text,
+        wire.binary,
+        prepare=labelled,
+        max_audio_frames=10,
+        write_audio_now=wire.write_now,
+    )
     writer = asyncio.create_task(out.run())
     await asyncio.sleep(0)  # the writer is now waiting for work
     out.audio(b"a1")
@@ -202,13 +229,19 @@ async def test_audio_is_written_at_once_when_nothing_waits_and_the_writer_is_idl
 
 async def test_audio_waits_its_turn_behind_anything_queued() -> None:
     wire = DirectWire(open_=False)
-    out = Outbound(wire.text, wire.binary, max_audio_frames=10, write_audio_now=wire.write_now)
+    out = Outbound(
+        wire.text,
+        wire.binary,
+        prepare=labelled,
+        max_audio_frames=10,
+        write_audio_now=wire.write_now,
+    )
     writer = asyncio.create_task(out.run())
     await asyncio.sleep(0)
-    out.event(b'{"type":"x"}')  # the writer takes it and blocks on the stalled socket
+    out.event(ev('{"type":"x"}'))  # the writer takes it and blocks on the stalled socket
     await asyncio.sleep(0)
     out.audio(b"a1")  # the writer is busy: queued, not written ahead of the event
-    out.event(b'{"type":"done"}', after_audio=True)
+    out.event(ev('{"type":"done"}'), after_audio=True)
     await asyncio.sleep(0)
     assert wire.direct == []
     wire.open.set()
@@ -224,6 +257,7 @@ async def test_a_socket_with_unsent_data_gets_audio_through_the_queue() -> None:
     out = Outbound(
         wire.text,
         wire.binary,
+        prepare=labelled,
         max_audio_frames=1,
         on_audio_dropped=lambda: dropped.append(1),
         write_audio_now=wire.write_now,
