@@ -1,5 +1,5 @@
 """The soak's fleet on this machine: one ``redis-server``, the upstream fakes (``soak.upstreams``,
-a process of their own) and two ``gateway serve`` nodes on that Redis, with the project's tools
+one process per fake) and two ``gateway serve`` nodes on that Redis, with the project's tools
 and the soak's journaling tools. Everything logs into the run's folder, one file per process
 (and per incarnation of a node: a rolling restart starts a new process with a new log).
 
@@ -101,13 +101,39 @@ class GatewayNode:
         return incarnation
 
 
+UPSTREAM_KINDS = ("openai", "gemini", "chat")
+
+
+def merge_tallies(tallies: list[dict[str, Any]]) -> dict[str, Any]:
+    """The fakes' tallies as one (``Tally.summary``'s shape): counts added, duplicates joined.
+    A tool run is given to one upstream only (its session's), so adding loses nothing."""
+    merged: dict[str, Any] = {
+        "given": {},
+        "answered": {},
+        "duplicates": [],
+        "connections": {},
+        "completed_replies": {},
+    }
+    for tally in tallies:
+        merged["duplicates"] += tally.get("duplicates", [])
+        for name in ("given", "answered", "connections", "completed_replies"):
+            for key, count in tally.get(name, {}).items():
+                merged[name][key] = merged[name].get(key, 0) + count
+    return merged
+
+
 class Fleet:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.journal = folder / "journal.jsonl"
         self.redis: RedisServer | None = None
-        self.upstreams = Child("upstreams", folder / "upstreams.log")
+        # One process per upstream fake (``soak.upstreams --only``), as providers are separate.
+        self.upstreams = {
+            kind: Child(f"upstreams-{kind}", folder / f"upstreams-{kind}.log")
+            for kind in UPSTREAM_KINDS
+        }
         self.urls: dict[str, str] = {}
+        self._controls: dict[str, str] = {}
         self.nodes: dict[str, GatewayNode] = {}
 
     async def start(self, now: float) -> None:
@@ -119,9 +145,13 @@ class Fleet:
         await asyncio.to_thread(self.redis.start)
         certs = self.folder / "certs"
         certs.mkdir(exist_ok=True)
-        argv = [sys.executable, "-m", "soak.upstreams", "--cert-dir", str(certs)]
-        await self.upstreams.start(argv, os.environ, stdout_pipe=True)
-        self.urls = json.loads(await self.upstreams.first_line(30.0))
+        for kind, child in self.upstreams.items():
+            argv = [sys.executable, "-m", "soak.upstreams", "--cert-dir", str(certs)]
+            await child.start([*argv, "--only", kind], os.environ, stdout_pipe=True)
+        for kind, child in self.upstreams.items():
+            urls = json.loads(await child.first_line(30.0))
+            self._controls[kind] = urls.pop("control")
+            self.urls.update(urls)
         registry = await self._registry()
         for name in ("a", "b"):
             port = free_port()
@@ -194,7 +224,8 @@ class Fleet:
         for node in self.nodes.values():
             if node.child is not None and node.child.alive():
                 stopped.append(await node.stop(now))
-        await self.upstreams.stop()
+        for child in self.upstreams.values():
+            await child.stop()
         if self.redis is not None:
             await asyncio.to_thread(self.redis.stop)
         return stopped
@@ -204,7 +235,8 @@ class Fleet:
         roles: dict[str, int | None] = {
             f"node-{name}": node.pid for name, node in self.nodes.items()
         }
-        roles["upstreams"] = self.upstreams.pid if self.upstreams.alive() else None
+        for kind, child in self.upstreams.items():
+            roles[f"upstreams-{kind}"] = child.pid if child.alive() else None
         process = self.redis.process if self.redis is not None else None
         roles["redis"] = process.pid if process is not None and process.poll() is None else None
         return roles
@@ -224,19 +256,25 @@ class Fleet:
         return ports
 
     def logs(self) -> list[tuple[str, Path]]:
-        found: list[tuple[str, Path]] = [("upstreams", self.upstreams.log_path)]
+        found: list[tuple[str, Path]] = [
+            (f"upstreams-{kind}", child.log_path) for kind, child in self.upstreams.items()
+        ]
         for name, node in self.nodes.items():
             found += [(f"node-{name}.{i + 1}", inc.log) for i, inc in enumerate(node.incarnations)]
         return found
 
     async def control(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Ask the upstream fakes' control API (``soak.upstreams``)."""
+        """Ask the upstream fakes' control API (``soak.upstreams``): a fault goes to the fake
+        it names (``openai_drop`` → the OpenAI fake's process); the tally is every fake's."""
         async with aiohttp.ClientSession() as http:
-            url = f"{self.urls['control']}{path}"
             if body is None:
-                async with http.get(url) as response:
-                    answer: dict[str, Any] = await response.json()
-            else:
-                async with http.post(url, json=body) as response:
-                    answer = await response.json()
+                answers = []
+                for url in self._controls.values():
+                    async with http.get(f"{url}{path}") as response:
+                        answers.append(await response.json())
+                return merge_tallies(answers)
+            kind = str(body.get("kind", "")).partition("_")[0]
+            url = self._controls.get(kind, next(iter(self._controls.values())))
+            async with http.post(f"{url}{path}", json=body) as response:
+                answer: dict[str, Any] = await response.json()
         return answer

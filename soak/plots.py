@@ -17,7 +17,9 @@ COLOURS = {
     "node-a": "tab:blue",
     "node-b": "tab:orange",
     "driver": "tab:green",
-    "upstreams": "tab:purple",
+    "upstreams-openai": "tab:purple",
+    "upstreams-gemini": "tab:pink",
+    "upstreams-chat": "tab:brown",
     "redis": "tab:red",
 }
 

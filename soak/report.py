@@ -189,7 +189,7 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         f"CPU {driver['cpu_s']} s over the load ({driver['cpu_share_of_a_core']:.0%} of a "
         f"core); event-loop lag p99 {driver['loop_lag_p99_ms']} ms. The upstream fakes run in "
-        "a process of their own (the `upstreams` rows).",
+        "processes of their own, one per fake (the `upstreams-*` rows).",
         "",
         "## After the load",
         "",

@@ -1,5 +1,8 @@
-"""``python -m soak.upstreams --cert-dir D``: the three upstream fakes of the soak in one process
-of their own (so their CPU is not the driver's), with a small control API on loopback.
+"""``python -m soak.upstreams --cert-dir D [--only KIND]``: the soak's upstream fakes in a
+process of their own (so their CPU is not the driver's), with a small control API on loopback.
+The soak runs one process per fake (``--only openai``, ``gemini``, ``chat``): real providers are
+other machines, and three fakes sharing one event loop made every upstream's answers wait
+behind the others' audio (the soak judged the gateway by the fakes' queueing).
 
 - the OpenAI Realtime fake (server VAD, audio at real time), the Gemini Live fake (TLS, audio at
   real time) and the chat-completions fake, none keeping a frame log: a ``Tally``
@@ -11,8 +14,9 @@ of their own (so their CPU is not the driver's), with a small control API on loo
   each ``toolCall`` twice. Answers ``{"ok": bool, "detail"}``;
 - ``GET /tally``: the tally's summary (``Tally.summary``).
 
-It prints one JSON line with the URLs (``openai``, ``gemini``, ``gemini_ca``, ``chat``,
-``control``) and serves until SIGTERM. Closed connections are forgotten every few seconds.
+It prints one JSON line with the URLs of the fakes it runs (``openai``; ``gemini`` and
+``gemini_ca``; ``chat``) and ``control``, and serves until SIGTERM. Closed connections are
+forgotten every few seconds.
 """
 
 from __future__ import annotations
@@ -37,24 +41,33 @@ from fakes.gemini_live.server import FakeGeminiConnection, FakeGeminiOptions, Fa
 from fakes.openai_realtime.server import FakeConnection, FakeOptions, FakeRealtimeServer
 from soak.upstream_tally import Tally
 
-__all__ = ["UpstreamFakes", "main"]
+__all__ = ["KINDS", "UpstreamFakes", "main"]
 
 _log = logging.getLogger("soak.upstreams")
 FORGET_EVERY_S = 5.0
 
 
+KINDS = ("openai", "gemini", "chat")
+
+
 class UpstreamFakes:
-    def __init__(self, cert_dir: Path) -> None:
+    def __init__(self, cert_dir: Path, kinds: Sequence[str] = KINDS) -> None:
         self.tally = Tally()
-        self.openai = FakeRealtimeServer(FakeOptions(pace=1.0, log_frames=False))
-        self.gemini = FakeGeminiServer(
-            FakeGeminiOptions(pace=1.0, log_frames=False), cert_dir=cert_dir
-        )
-        self.chat = FakeChatServer(FakeChatOptions(log_exchanges=False))
-        self.openai.tap = self._openai_frame
-        self.gemini.tap = self._gemini_frame
-        self.chat.tap = self._chat_exchange
-        self._gemini_options = self.gemini.options
+        self.openai: FakeRealtimeServer | None = None
+        self.gemini: FakeGeminiServer | None = None
+        self.chat: FakeChatServer | None = None
+        if "openai" in kinds:
+            self.openai = FakeRealtimeServer(FakeOptions(pace=1.0, log_frames=False))
+            self.openai.tap = self._openai_frame
+        if "gemini" in kinds:
+            self.gemini = FakeGeminiServer(
+                FakeGeminiOptions(pace=1.0, log_frames=False), cert_dir=cert_dir
+            )
+            self.gemini.tap = self._gemini_frame
+        if "chat" in kinds:
+            self.chat = FakeChatServer(FakeChatOptions(log_exchanges=False))
+            self.chat.tap = self._chat_exchange
+        self._gemini_options = FakeGeminiOptions() if self.gemini is None else self.gemini.options
         self._restore: asyncio.TimerHandle | None = None
         self._faults: set[asyncio.Task[None]] = set()
 
@@ -67,29 +80,46 @@ class UpstreamFakes:
     def _chat_exchange(self, body: dict[str, Any], reply: FakeReply) -> None:
         self.tally.chat_exchange(body, reply.text if isinstance(reply, Text) else None)
 
+    def _servers(self) -> list[FakeRealtimeServer | FakeGeminiServer | FakeChatServer]:
+        return [server for server in (self.openai, self.gemini, self.chat) if server is not None]
+
+    def urls(self) -> dict[str, str]:
+        urls = {}
+        if self.openai is not None:
+            urls["openai"] = self.openai.ws_url
+        if self.gemini is not None:
+            urls["gemini"] = self.gemini.base_url
+            urls["gemini_ca"] = str(self.gemini.ca_file)
+        if self.chat is not None:
+            urls["chat"] = self.chat.base_url
+        return urls
+
     async def start(self) -> None:
-        await self.openai.start()
-        await self.gemini.start()
-        await self.chat.start()
+        for server in self._servers():
+            await server.start()
 
     async def stop(self) -> None:
         for task in self._faults:
             task.cancel()
         await asyncio.gather(*self._faults, return_exceptions=True)
-        await self.openai.stop()
-        await self.gemini.stop()
-        await self.chat.stop()
+        for server in self._servers():
+            await server.stop()
 
     def forget_closed(self) -> None:
-        for connection in [*self.openai.forget_closed(), *self.gemini.forget_closed()]:
+        closed = [
+            *(self.openai.forget_closed() if self.openai is not None else []),
+            *(self.gemini.forget_closed() if self.gemini is not None else []),
+        ]
+        for connection in closed:
             self.tally.closed(id(connection))
 
     # Faults ---------------------------------------------------------------------------------
 
     def _connection(self, upstream: str, tag: str) -> FakeConnection | FakeGeminiConnection | None:
-        connections: list[FakeConnection | FakeGeminiConnection] = [
-            *(self.openai.connections if upstream == "openai" else self.gemini.connections)
-        ]
+        server = self.openai if upstream == "openai" else self.gemini
+        if server is None:
+            return None
+        connections: list[FakeConnection | FakeGeminiConnection] = [*server.connections]
         for connection in reversed(connections):
             if not connection.closed.is_set() and self.tally.tag_of(id(connection)) == tag:
                 return connection
@@ -97,6 +127,8 @@ class UpstreamFakes:
 
     def fault(self, kind: str, tag: str, seconds: float) -> dict[str, Any]:
         if kind == "gemini_duplicate":
+            if self.gemini is None:
+                return {"ok": False, "detail": "no Gemini fake in this process"}
             self.gemini.options = dataclasses.replace(
                 self._gemini_options, duplicate_tool_calls=True
             )
@@ -123,7 +155,8 @@ class UpstreamFakes:
         return {"ok": True, "detail": f"{upstream} connection {connection.number}"}
 
     def _stop_duplicating(self) -> None:
-        self.gemini.options = self._gemini_options
+        if self.gemini is not None:
+            self.gemini.options = self._gemini_options
         self._restore = None
 
 
@@ -144,20 +177,14 @@ def control_app(fakes: UpstreamFakes) -> web.Application:
     return app
 
 
-async def serve(cert_dir: Path) -> None:
-    fakes = UpstreamFakes(cert_dir)
+async def serve(cert_dir: Path, kinds: Sequence[str]) -> None:
+    fakes = UpstreamFakes(cert_dir, kinds)
     await fakes.start()
     runner = web.AppRunner(control_app(fakes), access_log=None, handle_signals=False)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()
     control_port = int(runner.addresses[0][1])
-    urls = {
-        "openai": fakes.openai.ws_url,
-        "gemini": fakes.gemini.base_url,
-        "gemini_ca": str(fakes.gemini.ca_file),
-        "chat": fakes.chat.base_url,
-        "control": f"http://127.0.0.1:{control_port}",
-    }
+    urls = {**fakes.urls(), "control": f"http://127.0.0.1:{control_port}"}
     print(json.dumps(urls), flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -176,14 +203,18 @@ async def serve(cert_dir: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m soak.upstreams", description=__doc__)
     parser.add_argument("--cert-dir", type=Path, required=True)
+    parser.add_argument(
+        "--only", choices=KINDS, action="append", help="run this fake (repeatable; default: all)"
+    )
     args = parser.parse_args(argv)
+    kinds = tuple(args.only or KINDS)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     try:
         import uvloop
 
-        uvloop.run(serve(args.cert_dir))
+        uvloop.run(serve(args.cert_dir, kinds))
     except ImportError:  # pragma: no cover (uvloop is a dependency where it builds)
-        asyncio.run(serve(args.cert_dir))
+        asyncio.run(serve(args.cert_dir, kinds))
     return 0
 
 

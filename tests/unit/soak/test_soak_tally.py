@@ -105,3 +105,30 @@ def test_chat_a_result_counts_in_the_request_that_brings_it_not_in_later_ones() 
     assert tally.answered == {OTHER: 1}
     tally.chat_exchange({"messages": [system, asked, result]}, None)  # the same result again
     assert [d["tag"] for d in tally.duplicates] == ["s4"]
+
+
+def test_the_tallies_of_the_fakes_processes_add_up_to_one() -> None:
+    from soak.fleet import merge_tallies
+
+    openai = {
+        "given": {"run-1": 1},
+        "answered": {"run-1": 1},
+        "duplicates": [],
+        "connections": {"openai": 3},
+        "completed_replies": {"openai": 5},
+    }
+    gemini = {
+        "given": {"run-2": 2},
+        "answered": {},
+        "duplicates": [{"run": "run-2"}],
+        "connections": {"gemini": 2},
+        "completed_replies": {"gemini": 1},
+    }
+    merged = merge_tallies([openai, gemini, {"given": {"run-1": 1}}])
+    assert merged == {
+        "given": {"run-1": 2, "run-2": 2},
+        "answered": {"run-1": 1},
+        "duplicates": [{"run": "run-2"}],
+        "connections": {"openai": 3, "gemini": 2},
+        "completed_replies": {"openai": 5, "gemini": 1},
+    }
