@@ -6,6 +6,7 @@ ENV PATH=/opt/venv/bin:$PATH
 COPY pyproject.toml README.md ./
 COPY gateway ./gateway
 COPY transports ./transports
+COPY rfc6455 ./rfc6455
 COPY tools ./tools
 COPY registry_build ./registry_build
 RUN pip install --no-cache-dir .

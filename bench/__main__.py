@@ -1,15 +1,15 @@
 """``python -m bench SUBCOMMAND``: see ``scripts/bench --help``.
 
 - ``registry``, ``gateway``: the tool registry and the gateway's own micro-benchmarks;
-- ``relay``: latency added and CPU per frame pair, every target (``bench.suite_relay``);
+- ``relay``: latency added and CPU per frame pair, every target (``bench.suite.relay``);
   ``--provider gemini`` runs the older direct-vs-gateway bench on the Gemini fake;
-- ``capacity``: the session ramp, knee, setup time, memory (``bench.suite_capacity``);
-- ``dispatch``: tool dispatch overhead (``bench.dispatch_bench``);
+- ``capacity``: the session ramp, knee, setup time, memory (``bench.suite.capacity``);
+- ``dispatch``: tool dispatch overhead (``bench.dispatch.bench``);
 - ``scale``: session setup and resume with Redis, relay CPU with Redis on and off, one worker
-  against two (``bench.suite_scale``; needs ``redis-server``);
-- ``all``: relay, capacity, dispatch, then the plots in ``docs/bench/`` (``bench.suite_all``);
+  against two (``bench.suite.scale``; needs ``redis-server``);
+- ``all``: relay, capacity, dispatch, then the plots in ``docs/bench/`` (``bench.suite.all``);
 - ``latency``: voice-to-voice latency added per audio path, OpenAI and Gemini fakes, against
-  direct (``bench.latency_bench``); ``latency.png`` into ``--docs``.
+  direct (``bench.latency.bench``); ``latency.png`` into ``--docs``.
 - ``trace``: one real trace of a voice turn with an HTTP tool call, drawn as a waterfall into
   ``docs/img/trace-voice-turn.png`` (``bench.trace_waterfall``).
 
@@ -50,7 +50,7 @@ def _counts(text: str) -> list[int]:
 
 
 def _targets(text: str) -> tuple[str, ...]:
-    from bench.suite_targets import ALL_TARGETS
+    from bench.suite.targets import ALL_TARGETS
 
     names = [part.strip() for part in text.split(",") if part.strip()]
     unknown = [name for name in names if name not in ALL_TARGETS]
@@ -63,7 +63,7 @@ def _targets(text: str) -> tuple[str, ...]:
 def _with_baseline(targets: tuple[str, ...], baseline: Path | None) -> tuple[str, ...]:
     """Each baseline row right after ours when there is a baseline (``gateway_base`` always,
     ``gateway_compat_base`` with ``gateway_compat``); never without one."""
-    from bench.suite_targets import BASELINE_ROWS
+    from bench.suite.targets import BASELINE_ROWS
 
     rows = tuple(t for t in targets if t not in BASELINE_ROWS.values())
     if baseline is None:
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.target == "gateway":
         return gateway_bench.main(args.registry, args.out)
     if args.target == "relay" and args.provider == "gemini":
-        from bench import relay_bench
+        from bench.relay import bench as relay_bench
 
         return relay_bench.main(
             args.sessions, args.fps, args.seconds, args.reps or 3, args.out, "gemini"
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as error:
             parser.error(str(error))
     if args.target == "relay":
-        from bench import suite_relay
+        from bench.suite import relay as suite_relay
 
         plan = suite_relay.RelayPlan.quick() if args.quick else suite_relay.RelayPlan()
         if args.targets:
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         plan = dataclasses.replace(plan, targets=_with_baseline(plan.targets, baseline))
         return suite_relay.main(ROOT, args.out, plan, baseline)
     if args.target == "capacity":
-        from bench import suite_capacity
+        from bench.suite import capacity as suite_capacity
 
         cplan = suite_capacity.CapacityPlan.quick() if args.quick else suite_capacity.CapacityPlan()
         if args.targets:
@@ -159,20 +159,20 @@ def main(argv: list[str] | None = None) -> int:
         cplan = dataclasses.replace(cplan, targets=_with_baseline(cplan.targets, baseline))
         return suite_capacity.main(ROOT, args.out, cplan, baseline)
     if args.target == "dispatch":
-        from bench import dispatch_bench
+        from bench.dispatch import bench as dispatch_bench
 
         return dispatch_bench.main(args.out, quick=args.quick, baseline=baseline)
     if args.target == "latency":
-        from bench import latency_bench
+        from bench.latency import bench as latency_bench
 
         lplan = latency_bench.LatencyPlan.quick() if args.quick else latency_bench.LatencyPlan()
         return latency_bench.main(args.out, args.docs, lplan)
     if args.target == "scale":
-        from bench import suite_scale
+        from bench.suite import scale as suite_scale
 
         splan = suite_scale.ScalePlan.quick() if args.quick else suite_scale.ScalePlan()
         return suite_scale.main(ROOT, args.out, splan)
-    from bench import suite_all
+    from bench.suite import all as suite_all
 
     return suite_all.main(ROOT, args.out, args.docs, quick=args.quick)
 

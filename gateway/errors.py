@@ -9,7 +9,7 @@
     ├── ProtocolError                 a problem to tell the client in an ``error`` event
     │                                 (gateway.protocol: code, message, event_id, retryable, fatal)
     ├── ClientError                   the client did something illegal before a session exists
-    │   ├── HandshakeRefused          not a WebSocket upgrade we accept (gateway.client_socket)
+    │   ├── HandshakeRefused          not a WebSocket upgrade we accept (gateway.edges.socket)
     │   ├── AuthError                 a token that cannot be used here
     │   │   └── TokenRefused          (gateway.security.tokens)
     │   └── StartRefused              ``session.start`` or a resume cannot be honoured
@@ -18,12 +18,15 @@
     │                                 (gateway.toolrun.arguments; the model gets VALIDATION)
     └── SessionStateError             a transition not in the session state table (a bug)
 
-The two layers below the gateway cannot import it, so each has a root of its own, which the
+The layers below the gateway cannot import it, so each has a root of its own, which the
 gateway translates at its boundary and never lets through:
 
     transports.base.TransportError    anything an upstream transport raises (``retryable``,
                                       ``code``): the gateway answers ``upstream_unavailable``
                                       or ends the session ``upstream_failed``
+    rfc6455.frames.WebSocketError     the WebSocket's handshake, framing and close errors: a
+                                      transport turns them into ``TransportError``, the client
+                                      socket into a close code
     tools._core.ToolError             what a tool handler raises on purpose (``type``): the
                                       model gets that error type; any other exception from a
                                       handler becomes INTERNAL, without its text

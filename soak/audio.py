@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from transports.twilio import g711
+from gateway.audio import g711
 
 __all__ = ["FRAME_MS", "pcm_frames", "ulaw_frames"]
 

@@ -21,10 +21,10 @@ from typing import Any
 import aiohttp
 import orjson
 
+from gateway.edges.twilio.signature import twilio_signature
 from soak.audio import FRAME_MS, ulaw_frames
 from soak.context import SessionContext
 from soak.nodes import Node, NodeDirectory
-from transports.twilio.signature import twilio_signature
 
 __all__ = ["TWILIO_AUTH_TOKEN", "run_call"]
 

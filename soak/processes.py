@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from bench.relay_procs import log_file_tail
+from bench.relay.procs import log_file_tail
 
 __all__ = ["REPO", "Child"]
 

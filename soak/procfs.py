@@ -8,8 +8,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.relay_stats import parse_process_cpu_ticks
-from bench.suite_procs import parse_vmrss_kb
+from bench.relay.stats import parse_process_cpu_ticks
+from bench.suite.procs import parse_vmrss_kb
 
 __all__ = [
     "CLOCK_TICKS_PER_S",

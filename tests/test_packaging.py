@@ -26,7 +26,7 @@ def test_the_wheel_holds_the_product_and_nothing_else(tmp_path: Path) -> None:
     (wheel,) = tmp_path.glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
-    assert tops == {"gateway", "transports", "tools", "registry_build"}
+    assert tops == {"gateway", "transports", "rfc6455", "tools", "registry_build"}
     assert not [n for n in names if "/fake" in n or "/tests/" in n or n.startswith("bench/")]
     assert "gateway/static/index.html" in names  # package data still ships
     metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))

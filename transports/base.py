@@ -42,8 +42,9 @@ Delivery = Literal["interrupt", "when_idle", "silent"]
 
 class TransportError(Exception):
     """The root of what transports raise: ``connect`` when the upstream session cannot be
-    opened, and the errors of the wire formats below (WebSocket framing and handshakes, Twilio
-    messages, local scenarios). The gateway translates it at its boundary (``gateway.errors``)."""
+    opened, and the errors of the wire formats below (local scenarios; the phone edge's Twilio
+    messages too). ``rfc6455``'s errors become one at the transport's boundary. The gateway
+    translates it at its boundary (``gateway.errors``)."""
 
     def __init__(self, message: str, *, retryable: bool = False, code: int | None = None) -> None:
         super().__init__(message)

@@ -97,7 +97,7 @@ func roundTripSummary(sorted []float64) map[string]interface{} {
 }
 
 // quantile interpolates linearly between the closest ranks (numpy's default, like
-// bench.relay_stats.percentile); nil (JSON null) for no values.
+// bench.relay.stats.percentile); nil (JSON null) for no values.
 func quantile(sorted []float64, q float64) interface{} {
 	if len(sorted) == 0 {
 		return nil

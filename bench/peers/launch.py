@@ -1,7 +1,7 @@
 """Starting the peers in front of the OpenAI fake: the floor relay, LiteLLM's proxy, Pipecat.
 
 Each ``start_*`` returns a ``Peer``: the child process (``PR_SET_PDEATHSIG``, own log file; see
-``bench.relay_procs.ChildProcess``), the URL the load generator connects to and the headers it
+``bench.relay.procs.ChildProcess``), the URL the load generator connects to and the headers it
 sends. Every server binds 127.0.0.1 and every wait is bounded. The LiteLLM and Pipecat venvs
 are built on first use (``bench.peers.venvs``); the scripts they run live in
 ``bench/peers/external/`` (outside the main venv's mypy: they import the peers' packages).
@@ -21,7 +21,7 @@ from bench.peers.venvs import (
     ensure_peer_venv,
     installed_versions,
 )
-from bench.relay_procs import ChildProcess, free_port, wait_for_log_line, wait_until_ready
+from bench.relay.procs import ChildProcess, free_port, wait_for_log_line, wait_until_ready
 
 __all__ = [
     "OPENAI_MODEL",

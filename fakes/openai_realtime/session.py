@@ -82,7 +82,7 @@ from fakes.openai_realtime.wire import (
     invalid_value,
     missing_parameter,
 )
-from gateway.realtime_compat.client_wire import CLIENT_EVENT_TYPES
+from gateway.edges.realtime.client_wire import CLIENT_EVENT_TYPES
 from transports.local.brain import FAIL_MESSAGE, Fail, LocalBrain, ToolCall
 
 __all__ = ["CLIENT_EVENT_TYPES", "FakeOptions", "FakeSession", "expiry_message"]

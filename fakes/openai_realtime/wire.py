@@ -29,7 +29,7 @@ from typing import Any
 from fakes.close import Close
 
 # The API's wording, shared with the gateway's OpenAI-compatible endpoint (one copy of it).
-from gateway.realtime_compat.errors import json_type_name, quoted_list
+from gateway.edges.realtime.errors import json_type_name, quoted_list
 
 __all__ = [
     "Action",

@@ -1,8 +1,7 @@
-"""Pure audio: PCM16 helpers, a streaming resampler, and the session's audio converter
-(``gateway.audio.convert``: µ-law and rates, or untouched).
+"""Pure audio: PCM16 helpers, a streaming resampler, G.711 µ-law and A-law (``g711``), and the
+session's audio converter (``gateway.audio.convert``: µ-law and rates, or untouched).
 
-Synchronous, no I/O, and no imports from the rest of ``gateway`` (G.711 comes from
-``transports.twilio.g711``, below it).
+Synchronous, no I/O, and a leaf of ``gateway``: it imports nothing of the rest of it.
 """
 
 from gateway.audio.pcm import (

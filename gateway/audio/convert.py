@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from gateway.audio.g711 import ulaw_decode, ulaw_encode
 from gateway.audio.resample import StreamResampler
-from transports.twilio.g711 import ulaw_decode, ulaw_encode
 
 __all__ = ["AudioConverter", "Encoding", "bytes_per_sample"]
 

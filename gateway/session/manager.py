@@ -1,9 +1,9 @@
 """The live sessions of one gateway node: open, announce, time out, end, drain; and what the
 other nodes of a cluster ask of it (the bus).
 
-The socket handler (``gateway.server``) owns a client socket; a ``Session`` can outlive it (the
-resume window), so its upstream reader and timers are owned here instead. Parking, resuming and
-moving sessions (on this node or another) is ``gateway.session.resume``.
+The socket handler (a client edge, ``gateway.edges``) owns a client socket; a ``Session`` can
+outlive it (the resume window), so its upstream reader and timers are owned here instead.
+Parking, resuming and moving sessions (on this node or another) is ``gateway.session.resume``.
 """
 
 from __future__ import annotations

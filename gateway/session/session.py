@@ -9,8 +9,8 @@ A ``Session`` is the state the parts share and the wiring between them:
     Profile, Conversation   what a resume needs (``snapshot``), as plain data
 
 Everything the client sees goes through ``emit`` / the ``ClientOutput`` writer, so a slow client
-never blocks the upstream. The socket handler (``gateway.server``) feeds ``on_client_event`` and
-``audio_now``; the session manager runs ``run_upstream``.
+never blocks the upstream. The socket handler (a client edge, ``gateway.edges``) feeds
+``on_client_event`` and ``audio_now``; the session manager runs ``run_upstream``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import structlog
 
 from gateway.audio.convert import bytes_per_sample
 from gateway.audio.cues import holding_tone
+from gateway.audio.g711 import ulaw_encode
 from gateway.orchestrator import CallPolicy, ConfirmationBook, IntentState, TurnState
 from gateway.protocol import (
     BinaryAudio,
@@ -55,7 +56,6 @@ from gateway.toolrun import Caller, ToolRunner, UsageRecord
 from gateway.usage import SessionUsage, UsageReporter
 from tools._core import Intent
 from transports.base import ConversationItem, Transport
-from transports.twilio.g711 import ulaw_encode
 
 __all__ = ["Session", "SessionKeeper", "SessionUser"]
 

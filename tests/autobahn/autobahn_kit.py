@@ -6,10 +6,10 @@ Used by ``python -m tests.autobahn`` (``__main__.py``), which ``test_autobahn.py
 Six targets, each an echo (text back as text, binary as binary, close when the peer closes):
 
 - servers, driven by kosoku's fuzzing client (``run_fuzzingclient``): ours (aiohttp answers the
-  upgrade, ``gateway.client_socket.ClientSocket`` takes the connection over, as
-  ``GatewayServer.session_socket`` does), ``websockets``' server, aiohttp's ``WebSocketResponse``;
+  upgrade, ``gateway.edges.socket.ClientSocket`` takes the connection over, as
+  ``NativeRoutes.session_socket`` does), ``websockets``' server, aiohttp's ``WebSocketResponse``;
 - clients, driven by kosoku's fuzzing server (``run_fuzzingserver``): ours
-  (``transports.websocket.client.connect``, as the OpenAI upstream opens it), ``websockets``'
+  (``rfc6455.client.connect``, as the OpenAI upstream opens it), ``websockets``'
   client, aiohttp's ``ws_connect``. A client under test asks ``/getCaseCount``, runs case N on
   ``/runCase?case=N&agent=NAME``, then ends the run on ``/updateReports?agent=NAME``.
 
@@ -35,8 +35,8 @@ from websockets.asyncio.server import serve as websockets_serve
 from websockets.exceptions import ConnectionClosed as WebsocketsClosed
 from websockets.exceptions import WebSocketException
 
-from gateway.client_socket import ClientSocket
-from transports.websocket.client import ConnectionClosed, HandshakeError, connect
+from gateway.edges.socket import ClientSocket
+from rfc6455.client import ConnectionClosed, HandshakeError, connect
 
 __all__ = [
     "CASES",
@@ -108,7 +108,7 @@ ServerFactory = Callable[[], contextlib.AbstractAsyncContextManager[str]]
 
 
 async def _ours_echo(request: web.Request) -> web.StreamResponse:
-    # As GatewayServer.session_socket accepts; no keepalive (a ping of ours in the middle of a
+    # As NativeRoutes.session_socket accepts; no keepalive (a ping of ours in the middle of a
     # case is an event the case does not expect), no control-frame budget (cases 2.x ping).
     sock = await ClientSocket.accept(request, max_message=MAX_MESSAGE, keepalive_s=0)
     try:

@@ -1,8 +1,8 @@
 """Our own WebSocket code held to the Autobahn TestSuite (cases 1-7, 9 and 10), offline.
 
 ``kosoku`` drives the Autobahn case files natively: its fuzzing client against our server side
-(``gateway.client_socket.ClientSocket`` behind aiohttp's upgrade, as the gateway accepts a
-client), its fuzzing server against our client side (``transports.websocket.client``, the
+(``gateway.edges.socket.ClientSocket`` behind aiohttp's upgrade, as the gateway accepts a
+client), its fuzzing server against our client side (``rfc6455.client``, the
 OpenAI upstream's socket). Each peer echoes every message (``autobahn_kit``). A case whose
 verdict is FAILED fails the test; NON-STRICT and INFORMATIONAL are acceptable (README.md,
 "WebSocket conformance (Autobahn)", says which and why).

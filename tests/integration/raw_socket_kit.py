@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from harness import token
 
-from transports.websocket.client import accept_key
-from transports.websocket.frames import FrameReader, MaskKeys, Message, encode_frame
+from rfc6455.client import accept_key
+from rfc6455.frames import FrameReader, MaskKeys, Message, encode_frame
 
 __all__ = ["RawClient", "raw_client"]
 

@@ -1,4 +1,4 @@
-"""The client socket (``gateway.client_socket``) over real sockets: the upgrade, RFC 6455 faults
+"""The client socket (``gateway.edges.socket``) over real sockets: the upgrade, RFC 6455 faults
 and their close codes, pings and keepalive, and the audio hot path keeping the client's order."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from raw_socket_kit import RawClient, raw_client
 from websockets.asyncio.client import connect as ws_connect
 
 from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
-from gateway.client_socket import ClientSocket
-from transports.websocket.frames import (
+from gateway.edges.socket import ClientSocket
+from rfc6455.frames import (
     OP_CLOSE,
     OP_CONTINUATION,
     OP_PING,

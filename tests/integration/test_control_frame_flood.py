@@ -18,7 +18,7 @@ from harness import Client, Gateway, GatewayFactory
 from process_kit import GatewayProcess, build_registry_file, gateway_process
 from raw_socket_kit import RawClient, raw_client
 
-from transports.websocket.frames import OP_CLOSE, OP_PING, OP_TEXT, close_code
+from rfc6455.frames import OP_CLOSE, OP_PING, OP_TEXT, close_code
 
 PINGS = 100_000
 # What the flood may add to the process, at most: well under what unbounded pongs would cost.

@@ -26,8 +26,8 @@ from harness import (
 )
 
 from gateway.config import Settings
+from gateway.edges.native.routes import TRANSPORT_HEADROOM
 from gateway.providers import make_transport
-from gateway.server import TRANSPORT_HEADROOM
 from transports.base import ToolResult, Transport, UpstreamConfig
 from transports.events import UpstreamEvent
 

@@ -25,9 +25,9 @@ from harness import Gateway, GatewayFactory, pcm_silence, pcm_tone, registry_wit
 
 from fakes.gemini_live.server import FakeGeminiOptions, FakeGeminiServer
 from fakes.openai_realtime.server import FakeRealtimeServer
+from gateway.audio import g711
+from gateway.edges.twilio.signature import twilio_signature
 from gateway.protocol import EndReason
-from transports.twilio import g711
-from transports.twilio.signature import twilio_signature
 
 LONG = " ".join(f"word{n}" for n in range(40))  # 4 s of speech from the fake
 STREAM_SID = "MZ0123456789abcdef0123456789abcdef"

@@ -24,8 +24,8 @@ from aiohttp import web
 from harness import SECRET, token
 
 from gateway.app import build_server
-from gateway.client_socket import CLOSE_TIMEOUT_S
 from gateway.config import Settings
+from gateway.edges.socket import CLOSE_TIMEOUT_S
 from gateway.handlers_in_flight import Finished, HandlersInFlight
 from gateway.registry import Registry
 

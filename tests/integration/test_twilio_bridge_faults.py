@@ -23,8 +23,11 @@ from structlog.testing import capture_logs
 from test_gateway_twilio import AUTH_TOKEN, CALL_SID, call, twilio_gateway, twilio_rest
 
 from fakes.openai_realtime.server import FakeRealtimeServer
-from gateway import twilio_bridge, twilio_routes
 from gateway.config import Settings
+from gateway.edges.twilio import codec
+from gateway.edges.twilio.bridge import TwilioBridge
+from gateway.edges.twilio.routes import PLAY_OUT_S
+from gateway.edges.twilio.signature import twilio_signature
 from gateway.protocol import (
     EndReason,
     ResponseDone,
@@ -36,10 +39,7 @@ from gateway.protocol import (
 from gateway.protocol.client_events import SessionStart
 from gateway.providers import make_transport
 from gateway.session.client_output import ClientOutput
-from gateway.twilio_bridge import TwilioBridge
 from transports.base import ToolResult, Transport
-from transports.twilio import codec
-from transports.twilio.signature import twilio_signature
 
 STOP = {"accountSid": "AC0123", "callSid": CALL_SID}
 
@@ -149,16 +149,16 @@ async def test_a_stop_during_the_goodbye_ends_the_play_out_at_once(
     ``PLAY_OUT_S``). If the caller hangs up meanwhile (``stop``, socket closed), no echo
     can ever come: the play-out must end there, not at the limit (30 s in production, during
     which the ended session still counts against ``max_sessions`` and drain)."""
-    monkeypatch.setitem(twilio_routes.PLAY_OUT_S, EndReason.INTENT.value, 4.0)
+    monkeypatch.setitem(PLAY_OUT_S, EndReason.INTENT.value, 4.0)
     # Instrumentation only (the original runs unchanged): when the handler starts playing out.
     playing_out = asyncio.Event()
-    play_out = twilio_bridge.TwilioBridge.play_out
+    play_out = TwilioBridge.play_out
 
-    async def signalled_play_out(self: twilio_bridge.TwilioBridge, limit_s: float) -> None:
+    async def signalled_play_out(self: TwilioBridge, limit_s: float) -> None:
         playing_out.set()
         await play_out(self, limit_s)
 
-    monkeypatch.setattr(twilio_bridge.TwilioBridge, "play_out", signalled_play_out)
+    monkeypatch.setattr(TwilioBridge, "play_out", signalled_play_out)
     async with twilio_rest() as rest:
         gateway = await twilio_gateway(
             gateway_factory,

@@ -13,7 +13,7 @@ import pytest
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.frames import CloseCode
 
-from transports.websocket.client import (
+from rfc6455.client import (
     HIGH_WATER,
     ClientConnection,
     ConnectionClosed,
@@ -22,7 +22,7 @@ from transports.websocket.client import (
     accept_key,
     connect,
 )
-from transports.websocket.frames import (
+from rfc6455.frames import (
     OP_CLOSE,
     OP_PING,
     OP_TEXT,

@@ -34,6 +34,7 @@ import structlog
 from openai import AsyncOpenAI, OpenAIError
 from websockets.exceptions import InvalidStatus, InvalidURI, WebSocketException
 
+from rfc6455.client import ConnectionClosed, HandshakeError, InvalidURL
 from transports import events as ev
 from transports.base import (
     Capabilities,
@@ -55,7 +56,6 @@ from transports.openai_realtime.upstream_socket import (
     frame_sender,
     open_socket,
 )
-from transports.websocket.client import ConnectionClosed, HandshakeError, InvalidURL
 
 __all__ = [
     "AudioSink",

@@ -5,7 +5,7 @@ provider's handshake, then ``push`` (every message to a callback), ``send_many_n
 to write,
 ``wait_closed`` for the server's close code (1006: the connection ended without a close frame).
 
-- By default the socket is ``transports.websocket.client``'s (``open_socket``): frames parsed in
+- By default the socket is ``rfc6455.client``'s (``open_socket``): frames parsed in
   ``data_received`` and handed to the transport at once. The SDK client still decides where to
   connect and with which credentials (``endpoint``: its WebSocket or REST base URL, its auth and
   default headers), as its own ``realtime.connect`` would; only the socket is ours. Against the
@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Protocol
 from openai import AsyncOpenAI
 from websockets.exceptions import ConnectionClosed as WebsocketsClosed
 
-from transports.websocket.client import ConnectionClosed, connect
-from transports.websocket.frames import CLOSE_ABNORMAL
+from rfc6455.client import ConnectionClosed, connect
+from rfc6455.frames import CLOSE_ABNORMAL
 
 if TYPE_CHECKING:
     from openai.resources.realtime.realtime import AsyncRealtimeConnection

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from gateway.audio.convert import AudioConverter, bytes_per_sample
-from transports.twilio.g711 import ulaw_decode, ulaw_encode
+from gateway.audio.g711 import ulaw_decode, ulaw_encode
 
 
 def _tone(rate: int, ms: int, hz: float = 440.0) -> bytes:

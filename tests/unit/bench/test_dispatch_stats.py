@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.dispatch_load import DispatchPlan
-from bench.dispatch_procs import TimingsReader
-from bench.dispatch_stats import (
+from bench.dispatch.load import DispatchPlan
+from bench.dispatch.procs import TimingsReader
+from bench.dispatch.stats import (
     Timing,
     call_number,
     distribution,

@@ -23,7 +23,7 @@ from bench.goload_runner import (
     run_goload,
     source_digest,
 )
-from bench.relay_procs import free_port
+from bench.relay.procs import free_port
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from bench.latency_audio import frame_bytes, speech_pcm16, utterance
-from bench.latency_turns import TurnSchedule, TurnTracker
+from bench.latency.audio import frame_bytes, speech_pcm16, utterance
+from bench.latency.turns import TurnSchedule, TurnTracker
+from gateway.audio.g711 import ulaw_decode
 from transports.local.tones import rms_dbfs
 from transports.local.vad import EnergyVad, UtteranceEnded, VadSpeechStarted
-from transports.twilio.g711 import ulaw_decode
 
 
 @pytest.mark.parametrize("rate", [16000, 24000, 48000])

@@ -6,7 +6,7 @@ import base64
 
 import orjson
 
-from bench.latency_peers import (
+from bench.latency.peers import (
     GatewayBrowser,
     GeminiDirect,
     OpenAIDirect,
@@ -15,7 +15,7 @@ from bench.latency_peers import (
     openai_session_update,
     stream_token_from_twiml,
 )
-from transports.twilio.signature import connect_twiml
+from gateway.edges.twilio.signature import connect_twiml
 
 
 def test_openai_direct_appends_base64_and_hears_audio_deltas_only() -> None:

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from bench.latency_plot import added_bars, added_cdfs
-from bench.latency_stats import gap_16k_vs_24k, render, summarize, summarize_pair
+from bench.latency.plot import added_bars, added_cdfs
+from bench.latency.stats import gap_16k_vs_24k, render, summarize, summarize_pair
 
 
 def lane(upstream: str, path: str, target: str, values: list[float | None]) -> dict[str, Any]:

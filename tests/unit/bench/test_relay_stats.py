@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.relay_report import render, summarize
-from bench.relay_stats import (
+from bench.relay.report import render, summarize
+from bench.relay.stats import (
     FRAME_BYTES,
     MAGIC,
     CpuSnapshot,
@@ -219,7 +219,7 @@ def test_summary_pairs_gateway_with_direct_by_repetition() -> None:
 
 
 def test_the_gemini_table_shows_the_slowest_frames_beside_the_cpu() -> None:
-    from bench.relay_targets import PROVIDERS
+    from bench.relay.targets import PROVIDERS
 
     runs = [
         {**_run("gateway", rep, 0.5, 1.5, 150.0), "max_ms": 9.0 + rep, "first_second_max_ms": 8.0}

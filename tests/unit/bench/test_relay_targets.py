@@ -8,10 +8,10 @@ from collections import Counter
 import orjson
 import pytest
 
-from bench.relay_bench import output_name
-from bench.relay_report import title
-from bench.relay_stats import StampedFrame, parse_frame, stamp_frame
-from bench.relay_targets import (
+from bench.relay.bench import output_name
+from bench.relay.report import title
+from bench.relay.stats import StampedFrame, parse_frame, stamp_frame
+from bench.relay.targets import (
     GEMINI_PATH,
     PROVIDERS,
     GatewayCodec,

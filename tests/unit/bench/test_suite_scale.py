@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.suite_scale import ScalePlan, percentiles, render, sweep_rows
+from bench.suite.scale import ScalePlan, percentiles, render, sweep_rows
 
 
 def load(target: str, sessions: int, p50: float, p99: float, **extra: Any) -> dict[str, Any]:

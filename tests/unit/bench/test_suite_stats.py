@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from bench.relay_stats import CpuUsage
-from bench.suite_procs import parse_comm_and_ppid, parse_vmrss_kb
-from bench.suite_report import latency_table
-from bench.suite_stats import (
+from bench.relay.stats import CpuUsage
+from bench.suite.procs import parse_comm_and_ppid, parse_vmrss_kb
+from bench.suite.report import latency_table
+from bench.suite.stats import (
     added_spread,
     capacity_rows,
     delivered_all,

@@ -8,11 +8,11 @@ import orjson
 
 from bench.__main__ import _with_baseline
 from bench.peers.launch import litellm_config
-from bench.plots import cdf_series, ramp_series
-from bench.suite_capacity import CapacityPlan
-from bench.suite_relay import HIGH_LOAD_TARGETS, RelayPlan
-from bench.suite_report import capacity_table, markdown_table
-from bench.suite_targets import (
+from bench.suite.capacity import CapacityPlan
+from bench.suite.plots import cdf_series, ramp_series
+from bench.suite.relay import HIGH_LOAD_TARGETS, RelayPlan
+from bench.suite.report import capacity_table, markdown_table
+from bench.suite.targets import (
     ALL_TARGETS,
     DEFAULT_TARGETS,
     OPTIONAL_TARGETS,

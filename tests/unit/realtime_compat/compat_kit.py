@@ -19,6 +19,9 @@ import pydantic
 from openai.types.realtime import RealtimeServerEvent
 from openai.types.realtime.realtime_client_event_param import RealtimeClientEventParam
 
+from gateway.edges.realtime.server_wire import CountingIds, ServerEvent
+from gateway.edges.realtime.session_config import SessionView
+from gateway.edges.realtime.translate import Translator
 from gateway.protocol import (
     ClientToolCancelled,
     ClientToolRequested,
@@ -40,9 +43,6 @@ from gateway.protocol import (
     TranscriptRole,
 )
 from gateway.protocol import ServerEvent as GatewayEvent
-from gateway.realtime_compat.server_wire import CountingIds, ServerEvent
-from gateway.realtime_compat.session_config import SessionView
-from gateway.realtime_compat.translate import Translator
 
 SERVER_EVENTS: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(RealtimeServerEvent)
 CLIENT_PARAMS: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(RealtimeClientEventParam)

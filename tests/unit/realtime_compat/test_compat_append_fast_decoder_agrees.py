@@ -12,13 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.realtime_compat.client_wire import (
+from gateway.edges.realtime.client_wire import (
     ClientEvent,
     InputAudioAppend,
     append_audio,
     decode_client_event,
 )
-from gateway.realtime_compat.errors import CompatError
+from gateway.edges.realtime.errors import CompatError
 
 APPEND = "input_audio_buffer.append"
 

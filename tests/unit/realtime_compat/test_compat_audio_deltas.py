@@ -8,7 +8,7 @@ import os
 
 from compat_kit import SPEECH_STARTED, done, sdk_parse_all, started, translator, types
 
-from gateway.realtime_compat.client_wire import InputAudioAppend, decode_client_event
+from gateway.edges.realtime.client_wire import InputAudioAppend, decode_client_event
 
 
 def test_audio_deltas_round_trip_through_base64() -> None:

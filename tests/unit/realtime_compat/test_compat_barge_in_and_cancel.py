@@ -16,10 +16,10 @@ from compat_kit import (
     types,
 )
 
-from gateway.realtime_compat.client_wire import ItemTruncate, ResponseCancel
-from gateway.realtime_compat.errors import CompatError
-from gateway.realtime_compat.server_wire import ServerEvent
-from gateway.realtime_compat.translate import Translator
+from gateway.edges.realtime.client_wire import ItemTruncate, ResponseCancel
+from gateway.edges.realtime.errors import CompatError
+from gateway.edges.realtime.server_wire import ServerEvent
+from gateway.edges.realtime.translate import Translator
 
 CLOSED_OUT = [
     "response.output_audio.done",

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from compat_kit import CLIENT_PARAMS, b64, frame, pcm
 
-from gateway.realtime_compat.client_wire import (
+from gateway.edges.realtime.client_wire import (
     FunctionCallOutput,
     InputAudio,
     InputAudioAppend,
@@ -30,7 +30,7 @@ from gateway.realtime_compat.client_wire import (
     UserMessage,
     decode_client_event,
 )
-from gateway.realtime_compat.session_config import KEEP, ForcedFunction, FunctionTool
+from gateway.edges.realtime.session_config import KEEP, ForcedFunction, FunctionTool
 
 # The official SDK's first frames, exactly as it serialises them (a capture); the append
 # carries 4 bytes here (the capture's "AAAA" is 3 bytes, half a sample: refused, see the

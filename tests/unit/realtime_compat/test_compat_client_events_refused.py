@@ -9,8 +9,8 @@ import orjson
 import pytest
 from compat_kit import b64, sdk_parse, translator
 
-from gateway.realtime_compat.client_wire import UnknownEvent, decode_client_event
-from gateway.realtime_compat.errors import CompatError
+from gateway.edges.realtime.client_wire import UnknownEvent, decode_client_event
+from gateway.edges.realtime.errors import CompatError
 
 
 def refusal(event: dict[str, Any]) -> CompatError:

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from compat_kit import done, frame, sdk_parse_all, started, translator, typed
 
+from gateway.edges.realtime.client_items import FunctionCallOutput
+from gateway.edges.realtime.client_tools import client_tools_of
+from gateway.edges.realtime.client_wire import ItemCreate, decode_client_event
+from gateway.edges.realtime.errors import CompatError
+from gateway.edges.realtime.session_config import FunctionTool
+from gateway.edges.realtime.translate import Translator
 from gateway.protocol import ClientToolDeclaration
-from gateway.realtime_compat.client_items import FunctionCallOutput
-from gateway.realtime_compat.client_tools import client_tools_of
-from gateway.realtime_compat.client_wire import ItemCreate, decode_client_event
-from gateway.realtime_compat.errors import CompatError
-from gateway.realtime_compat.session_config import FunctionTool
-from gateway.realtime_compat.translate import Translator
 from gateway.session.client_tools import DeclarationProblem
 
 PARAMETERS: dict[str, Any] = {"type": "object", "properties": {"order": {"type": "string"}}}

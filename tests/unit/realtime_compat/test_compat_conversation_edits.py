@@ -21,7 +21,7 @@ from compat_kit import (
     types,
 )
 
-from gateway.realtime_compat.client_wire import (
+from gateway.edges.realtime.client_wire import (
     ItemCreate,
     ItemDelete,
     ItemRetrieve,
@@ -29,9 +29,9 @@ from gateway.realtime_compat.client_wire import (
     ResponseParams,
     decode_client_event,
 )
-from gateway.realtime_compat.errors import CompatError
-from gateway.realtime_compat.server_wire import close_code
-from gateway.realtime_compat.translate import Translator
+from gateway.edges.realtime.errors import CompatError
+from gateway.edges.realtime.server_wire import close_code
+from gateway.edges.realtime.translate import Translator
 
 
 def create(item: dict[str, Any], **extra: Any) -> ItemCreate:

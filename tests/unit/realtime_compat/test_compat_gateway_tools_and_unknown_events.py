@@ -17,6 +17,8 @@ from compat_kit import (
     types,
 )
 
+from gateway.edges.realtime.server_wire import ServerEvent
+from gateway.edges.realtime.translate import Translator
 from gateway.protocol import (
     ClientToolRequested,
     ConfirmationOutcome,
@@ -37,8 +39,6 @@ from gateway.protocol import (
     TranscriptRole,
 )
 from gateway.protocol import ServerEvent as GatewayEvent
-from gateway.realtime_compat.server_wire import ServerEvent
-from gateway.realtime_compat.translate import Translator
 
 TOOL_STARTED = ToolStarted(call_id="call_7", name="get_weather", arguments={"city": "Paris"})
 TOOL_FINISHED = ToolFinished(

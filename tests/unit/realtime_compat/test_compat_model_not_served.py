@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.config import Settings
-from gateway.realtime_compat.model_names import model_refusal, provider_for_model, served_models
+from gateway.edges.realtime.model_names import model_refusal, provider_for_model, served_models
 
 
 def _settings(provider: str, **keys: Any) -> Settings:

@@ -7,15 +7,15 @@ from typing import Any
 
 from compat_kit import sdk_parse, view
 
-from gateway.realtime_compat.server_wire import CountingIds
-from gateway.realtime_compat.session_config import (
+from gateway.edges.realtime.server_wire import CountingIds
+from gateway.edges.realtime.session_config import (
     ForcedFunction,
     FunctionTool,
     SessionView,
     TurnDetection,
     decode_session_patch,
 )
-from gateway.realtime_compat.translate import Translator
+from gateway.edges.realtime.translate import Translator
 
 SERVER_VAD = {
     "type": "server_vad",

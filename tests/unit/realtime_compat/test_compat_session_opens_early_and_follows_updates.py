@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from compat_kit import view
 
+from gateway.edges.realtime.errors import CompatError
+from gateway.edges.realtime.opening import REOPEN, reconfiguration, session_start
+from gateway.edges.realtime.session_config import FunctionTool
 from gateway.protocol import ClientToolDeclaration, Mode, SessionStart, SessionUpdate
-from gateway.realtime_compat.errors import CompatError
-from gateway.realtime_compat.opening import REOPEN, reconfiguration, session_start
-from gateway.realtime_compat.session_config import FunctionTool
 from gateway.session.client_tools import DeclarationProblem
 from transports.base import TurnDetection
 

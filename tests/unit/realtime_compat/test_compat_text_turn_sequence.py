@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from compat_kit import done, frame, sdk_parse_all, started, text_delta, translator, types
 
-from gateway.realtime_compat.client_wire import ItemCreate, ResponseCreate, decode_client_event
+from gateway.edges.realtime.client_wire import ItemCreate, ResponseCreate, decode_client_event
 
 TEXT_TURN = [
     "conversation.item.added",  # the client's message, echoed

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from compat_kit import view
 
-from gateway.realtime_compat.errors import CompatError
-from gateway.realtime_compat.session_config import FunctionTool, SessionView, decode_session_patch
-from gateway.realtime_compat.turn_options import (
+from gateway.edges.realtime.errors import CompatError
+from gateway.edges.realtime.session_config import FunctionTool, SessionView, decode_session_patch
+from gateway.edges.realtime.turn_options import (
     turn_changes,
     upstream_tool_choice,
     upstream_turns,

@@ -19,8 +19,8 @@ from compat_kit import (
     user_transcript_done,
 )
 
-from gateway.realtime_compat.server_wire import ServerEvent
-from gateway.realtime_compat.translate import Translator
+from gateway.edges.realtime.server_wire import ServerEvent
+from gateway.edges.realtime.translate import Translator
 
 VOICE_TURN = [
     "input_audio_buffer.speech_started",

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from transports.twilio.g711 import (
+from gateway.audio.g711 import (
     ULAW_SILENCE,
     alaw_decode,
     alaw_encode,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from transports.twilio.playback import Frame, MarkOut, PlaybackTracker, parse_mark_name
+from gateway.edges.twilio.playback import Frame, MarkOut, PlaybackTracker, parse_mark_name
 
 SILENCE = b"\xff"
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from transports.twilio.signature import connect_twiml, twilio_signature, valid_signature
+from gateway.edges.twilio.signature import connect_twiml, twilio_signature, valid_signature
 
 # Twilio's documented example (docs: "Webhooks security", validating requests).
 TOKEN = "12345"

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from transports.twilio import codec
-from transports.twilio.codec import (
+from gateway.edges.twilio import codec
+from gateway.edges.twilio.codec import (
     Connected,
     Dtmf,
     Mark,

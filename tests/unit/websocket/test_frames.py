@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from websockets.frames import Close, Frame, Opcode
 from websockets.protocol import Protocol, Side, State
 
-from transports.websocket.frames import (
+from rfc6455.frames import (
     CLOSE_INVALID_DATA,
     CLOSE_NO_STATUS,
     CLOSE_PROTOCOL_ERROR,

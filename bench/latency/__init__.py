@@ -1,0 +1,1 @@
+"""``scripts/bench latency``: the voice-to-voice latency the gateway adds, per audio path."""
