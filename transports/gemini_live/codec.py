@@ -83,9 +83,10 @@ class GeminiCodec:
         self._dropping = False  # the rest of a cancelled turn is on its way: drop it
         self._user_words: list[str] = []
         # The user's question the model has not answered yet (sent on this connection), and the
-        # results of tools it already led to: after a reconnect the model gets both again.
+        # results of tools it already led to (with their history items): after a reconnect the
+        # model gets both again, once.
         self._unanswered_text: str | None = None
-        self._answered_results: list[str] = []
+        self._answered_results: list[tuple[str, tuple[str, str]]] = []
         self._question_called_tools = False
         self._queued: list[str] = []  # frames that wait for the next connection
         self._offline_texts: list[str] = []  # typed while offline, in _queued
@@ -357,8 +358,9 @@ class GeminiCodec:
                 (self.calls.server_id(result.call_id), name or result.name, result.envelope)
             )
             del pending[result.call_id]
-            self._answered_results.append(f"{name} call {result.call_id}: {summary}")
-            self.history.append(("user", f"result of {result.call_id}: {summary}"))
+            item = ("user", f"result of {result.call_id}: {summary}")
+            self._answered_results.append((f"{name} call {result.call_id}: {summary}", item))
+            self.history.append(item)
         if answers:
             self._send(wire.tool_response(answers))
             self._gate.reply_due = True  # the turn the calls held goes on
@@ -468,13 +470,14 @@ class GeminiCodec:
         question = self._unanswered_text
         if not resumed and self.history:
             turns = list(self.history)
-            if question is not None and ("user", question) in turns:
-                turns.remove(("user", question))  # asked below, once
+            if question is not None:  # asked below, once, with the results it led to
+                for item in [("user", question), *(i for _, i in self._answered_results)]:
+                    if item in turns:
+                        turns.remove(item)
             frames.append(wire.history_turns(turns))
         if question is not None:
-            frames.extend(
-                question_again(question, self._answered_results, self._question_called_tools)
-            )
+            answered = [text for text, _ in self._answered_results]
+            frames.extend(question_again(question, answered, self._question_called_tools))
         audio, self._offline = bytes(self._offline), bytearray()
         step = 50 * MIN_APPEND_BYTES  # one second per message
         for start in range(0, len(audio), step):

@@ -407,3 +407,25 @@ def test_a_report_with_no_response_open_goes_with_the_next_end() -> None:
         "promptTokensDetails": [{"modality": "AUDIO", "tokenCount": 7}],
         "responseTokenCount": 3,
     }
+
+
+def test_a_renewed_connection_gets_an_answered_result_once() -> None:
+    """Found by the soak (seed 3): a question's tool had answered, then the connection dropped
+    before the model replied. The new connection got the result twice: in the history replayed
+    to it, and again after the question asked anew with the results it had led to."""
+    codec = online("text")
+    codec.user_text("weather in Paris?")
+    sent(codec)
+    feed(codec, tool_call("fc-1"))
+    codec.tool_results([result("fc-1")])
+    assert [next(iter(f)) for f in sent(codec)] == ["toolResponse"]
+    codec.connection_lost()
+    frames = codec.resume(resumed=False)
+    texts = [
+        part["text"]
+        for frame in frames
+        for turn in orjson.loads(frame)["clientContent"]["turns"]
+        for part in turn["parts"]
+    ]
+    assert sum("temp_c" in text for text in texts) == 1, texts
+    assert sum(text == "weather in Paris?" for text in texts) == 1, texts
