@@ -135,7 +135,7 @@ async def serve(settings: Settings, tracing: Tracing | None = None) -> None:
         ).start()
         _log.info("metrics_listening", host=metrics_host, port=settings.metrics_port)
     warn_about_exposure(settings)
-    warm_up_upstreams(settings, (settings.provider, settings.twilio_provider or settings.provider))
+    warm_up_upstreams(settings)
     tune_gc()
     _log.info(
         "gateway_listening",

@@ -15,7 +15,13 @@ from pydantic import ValidationError
 
 from gateway.config import Settings
 from gateway.protocol import ProtocolError, SessionStart, decode_text
-from gateway.providers import PROVIDERS, ModelNames, ProviderSettings, make_transport
+from gateway.providers import (
+    PROVIDERS,
+    ModelNames,
+    ProviderSettings,
+    make_transport,
+    warm_up_upstreams,
+)
 from gateway.providers.record import ProviderRecord, UpstreamSettings
 from gateway.registry.provider_schemas import DIALECTS, provider_schemas
 from transports.base import TransportError
@@ -162,3 +168,36 @@ def test_no_module_outside_the_records_names_a_provider() -> None:
         for name in _named_providers(path)
     }
     assert found == set(NOT_PROVIDERS)
+
+
+def test_every_provider_whose_key_is_set_is_warmed_up_at_start() -> None:
+    """Any session may ask for any provider, not only the default: each usable one does its
+    first session's work (imports, shared clients) when the node starts, not in a turn."""
+    warmed: list[str] = []
+
+    def record(name: str, needs: tuple[str, ...]) -> ProviderRecord[Any]:
+        return ProviderRecord(
+            name=name,
+            title=name,
+            settings=UpstreamSettings if not needs else Settings,
+            needs=needs,
+            modes=frozenset({"text"}),
+            input_rate=16000,
+            output_rate=16000,
+            dialect=None,
+            model_names=ModelNames(prefixes=(f"{name}-",)),
+            default_models=lambda _: {"voice": "m", "text": "m"},
+            build=lambda _: make_transport("local", _settings()),
+            warm_up=lambda _: warmed.append(name),
+            genai_name=name,
+        )
+
+    with (
+        PROVIDERS.registered(record("keyless", ())),
+        PROVIDERS.registered(record("keyed", ("chat_base_url",))),
+    ):
+        warm_up_upstreams(_settings(provider="local"))
+        assert warmed == ["keyless"]  # "keyed" has no key set: its sessions cannot open
+        warmed.clear()
+        warm_up_upstreams(_settings(provider="local", chat_base_url="http://127.0.0.1:1/v1"))
+        assert warmed == ["keyless", "keyed"]

@@ -3,12 +3,17 @@ speaks OpenAI's chat API."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import Field, SecretStr
 
 from gateway.providers.openai_realtime import OpenAIKey
 from gateway.providers.record import ProviderRecord, secret
 from gateway.registry.provider_schemas import OPENAI_CHAT
 from transports.base import Transport
+
+if TYPE_CHECKING:
+    from transports.chat import ChatOptions
 
 __all__ = ["CHAT", "ChatSettings"]
 
@@ -28,11 +33,10 @@ class ChatSettings(OpenAIKey):
     chat_max_retries: int = Field(default=2, ge=0, le=10)
 
 
-def _transport(settings: ChatSettings) -> Transport:
-    from transports.chat import ChatOptions, ChatTransport
-    from transports.chat.shared_client import shared_chat_client
+def _options(settings: ChatSettings) -> ChatOptions:
+    from transports.chat import ChatOptions
 
-    options = ChatOptions(
+    return ChatOptions(
         api_key=secret(settings.chat_api_key or settings.openai_api_key, "GATEWAY_CHAT_API_KEY"),
         model=settings.chat_model,
         base_url=settings.chat_base_url,
@@ -41,7 +45,21 @@ def _transport(settings: ChatSettings) -> Transport:
         timeout_s=settings.chat_timeout_s,
         max_retries=settings.chat_max_retries,
     )
+
+
+def _transport(settings: ChatSettings) -> Transport:
+    from transports.chat import ChatTransport
+    from transports.chat.shared_client import shared_chat_client
+
+    options = _options(settings)
     return ChatTransport(options, client=shared_chat_client(options))
+
+
+def _warm_up(settings: ChatSettings) -> None:
+    """A node's first chat turn's imports and the shared client, done at start."""
+    from transports.chat.shared_client import warm_up
+
+    warm_up(_options(settings))
 
 
 async def _close_shared() -> None:
@@ -61,6 +79,7 @@ CHAT = ProviderRecord(
     dialect=OPENAI_CHAT,
     default_models=lambda s: {"voice": s.chat_model, "text": s.chat_model},
     build=_transport,
+    warm_up=_warm_up,
     close_shared=_close_shared,
     genai_name="openai",  # it speaks OpenAI's chat API, whoever serves it
     tool_dialects=frozenset({"inline", "json"}),

@@ -57,7 +57,7 @@ from transports.gemini_live.turns import TurnsCodec
 if TYPE_CHECKING:
     from google.genai.live import AsyncSession
 
-__all__ = ["GeminiLiveTransport", "GeminiOptions"]
+__all__ = ["GeminiLiveTransport", "GeminiOptions", "warm_up"]
 
 _log = structlog.get_logger("upstream.gemini")
 
@@ -365,6 +365,17 @@ class GeminiLiveTransport(CodecShell[TurnsCodec]):
 
     def _sender(self) -> Callable[[str], Awaitable[None]] | None:
         return None if self._session is None else self._session._ws.send
+
+
+def warm_up(options: GeminiOptions) -> None:
+    """Build the client every session shares now rather than in a node's first Gemini session
+    (it loads a CA bundle, and its live module on first use); a configuration it refuses is
+    reported by that session's ``connect``, as before."""
+    with contextlib.suppress(ValueError, OSError, ssl.SSLError):
+        client = _shared_client(
+            options.api_key, options.base_url, options.ca_file, options.api_version
+        )
+        _ = client.aio.live
 
 
 @functools.lru_cache(maxsize=8)
