@@ -1,4 +1,5 @@
-"""``python -m gateway serve | check | token | chat`` (also the ``gateway`` console script)."""
+"""``python -m gateway serve | check | token | chat | keys | teams | users | usage`` (also the
+``gateway`` console script)."""
 
 from __future__ import annotations
 
@@ -89,8 +90,12 @@ def _chat(args: argparse.Namespace) -> int:
 
 
 def _usage(args: argparse.Namespace) -> int:
-    """Per user, the sums of the ``session_usage`` audit records in the given logs."""
+    """The budget counters' usage; or, with log files (or ``--audit``: stdin), per user the
+    sums of the ``session_usage`` audit records."""
     import json
+
+    if not args.logs and not args.audit:
+        return _admin(args)
     from contextlib import ExitStack
     from typing import IO
 
@@ -103,6 +108,12 @@ def _usage(args: argparse.Namespace) -> int:
             totals_by_user(source, args.user, into=totals)
     print(json.dumps({key: found.as_json() for key, found in sorted(totals.items())}, indent=2))
     return 0
+
+
+def _admin(args: argparse.Namespace) -> int:
+    from gateway.admin.cli import run_admin_command
+
+    return run_admin_command(args)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -131,10 +142,20 @@ def main(argv: list[str] | None = None) -> int:
         "GATEWAY_REGISTRY, no other setting)",
     )
     usage = sub.add_parser(
-        "usage", help="per user, the usage summed from the audit trail's session_usage lines"
+        "usage",
+        help="usage per day from the budget counters (by key, user, team or model); with log "
+        "files or --audit, per user from the audit trail's session_usage lines",
     )
-    usage.add_argument("logs", nargs="*", help="JSON log files (default: standard input)")
-    usage.add_argument("--user", default=None, help="only this user id")
+    usage.add_argument("logs", nargs="*", help="JSON log files (the audit trail)")
+    usage.add_argument("--audit", action="store_true", help="read the audit trail on stdin")
+    usage.add_argument("--user", default=None, help="the audit trail: only this user id")
+    usage.add_argument("--group-by", default="key", choices=["key", "user", "team", "model"])
+    usage.add_argument("--from", dest="since", default=None, help="YYYY-MM-DD (UTC)")
+    usage.add_argument("--to", dest="until", default=None, help="YYYY-MM-DD (UTC), inclusive")
+    usage.add_argument("--csv", action="store_true", help="CSV instead of JSON")
+    from gateway.admin.cli import add_commands
+
+    add_commands(sub)
     token = sub.add_parser("token", help="mint a JWT signed with GATEWAY_AUTH_SECRET")
     token.add_argument("--sub", required=True, help="the user id")
     token.add_argument("--roles", default="", help="comma-separated roles")
@@ -163,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
         "token": _token,
         "chat": _chat,
         "usage": _usage,
+        "keys": _admin,
+        "teams": _admin,
+        "users": _admin,
     }
     try:
         return handlers[args.command](args)

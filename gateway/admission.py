@@ -10,22 +10,30 @@ For a WebSocket upgrade (``refuse_socket``), then:
     4. draining                                                            503
     5. the gateway's session cap                                           503
 
-Then the token: a user token on ``/v1/session`` (``user``), a phone-stream token on
-``/twilio/media`` (``stream_user``), each refused where the other is expected; a stream token is
-used once (the store remembers its id until it expires).
+Then the credential: a gateway key (``gk_…``, ``gateway.keys``) or a user token on
+``/v1/session`` and ``/v1/realtime`` (``user``: 401 when refused; 429 ``budget_exhausted`` when a
+limit of its key, user or team has run out), a phone-stream token on ``/twilio/media``
+(``stream_user``), each refused where the other is expected; a stream token is used once (the
+store remembers its id until it expires).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Protocol
 
 import structlog
 from aiohttp import web
 
+from gateway.budgets import Plan
+from gateway.budgets.guard import exhausted_now
 from gateway.clock import Clock
 from gateway.config import Settings
+from gateway.governance import BudgetCounters
+from gateway.governance.credentials import KeyAuthority, KeyRefused
+from gateway.keys.material import looks_like_key
 from gateway.security import (
     ConnectionRateLimiter,
     TokenAuthority,
@@ -73,11 +81,17 @@ class Admission:
         clock: Clock,
         sessions_open: Callable[[], int],
         store: AdmissionStore,
+        keys: KeyAuthority | None = None,
+        counters: BudgetCounters | None = None,
     ) -> None:
+        """``keys``: gateway keys and the budgets of users and teams (None: JWTs only, nothing
+        counted); ``counters``: where the budgets are read."""
         self._settings = settings
         self._clock = clock
         self._sessions_open = sessions_open
         self._store = store
+        self.keys = keys
+        self._counters = counters
         self._auth_on = settings.auth != "none"
         secret = settings.auth_secret
         self.tokens = (
@@ -130,25 +144,70 @@ class Admission:
             return json_error(503, "rate_limited", "the gateway is at its session limit")
         return None
 
-    def user(self, request: web.Request) -> SessionUser | str:
-        """The user of a ``/v1/session`` upgrade, or why it is refused (a 401 body)."""
+    async def user(self, request: web.Request) -> SessionUser | web.Response:
+        """The user of a ``/v1/session`` upgrade (a bearer header or ``?token=``), or the
+        refusal to answer with."""
         header = request.headers.get("Authorization", "")
         token = header[7:].strip() if header.lower().startswith("bearer ") else None
-        return self.user_from_token(token or request.query.get("token"))
+        return await self.user_from_token(token or request.query.get("token"))
 
-    def user_from_token(self, token: str | None) -> SessionUser | str:
-        if self.tokens is None:
-            return SessionUser(user_id=ANONYMOUS_USER, roles=tuple(self._settings.anonymous_roles))
+    async def user_from_token(self, token: str | None) -> SessionUser | web.Response:
+        """Who ``token`` (a gateway key or a JWT) names, with their budgets; or a refusal: 401
+        (unusable credential), 429 (a budget has run out), 503 (the store is unreachable)."""
+        user = await self.identify(token)
+        if isinstance(user, web.Response):
+            return user
         try:
+            if user.plan is not None and self._counters is not None:
+                reading = await exhausted_now(user.plan, self._counters, self._clock)
+                if reading is not None:
+                    message = f"budget exhausted: {reading.describe()}"
+                    body = {"code": "budget_exhausted", "message": message}
+                    return web.json_response(
+                        {"error": {**body, "budget": reading.as_json()}}, status=429
+                    )
+        except StoreUnavailable:
+            return _store_unavailable()
+        return user
+
+    async def identify(self, token: str | None) -> SessionUser | web.Response:
+        """Who ``token`` names (its budgets not checked: the admin API), or the refusal."""
+        try:
+            return await self._identify(token)
+        except (TokenRefused, KeyRefused) as refused:
+            return json_error(401, "unauthorized", str(refused))
+        except StoreUnavailable:
+            return _store_unavailable()
+
+    async def _identify(self, token: str | None) -> SessionUser:
+        if looks_like_key(token) and self.keys is not None:
+            assert token is not None
+            key = await self.keys.verify(token)
+            user = SessionUser(
+                user_id=key.owner,
+                roles=key.roles,
+                tenant=key.team,
+                key_id=key.key_id,
+                models=key.models,
+                tools=key.tools,
+            )
+            return replace(user, plan=await self.keys.plan(key.owner, key.team, key))
+        if self.tokens is None:
+            user = SessionUser(user_id=ANONYMOUS_USER, roles=tuple(self._settings.anonymous_roles))
+        else:
             verified = self.tokens.verify_user(token, time.time())
-        except TokenRefused as refused:
-            return str(refused)
-        return SessionUser(
-            user_id=verified.subject,
-            roles=verified.roles,
-            tenant=verified.tenant,
-            token=token,
-        )
+            user = SessionUser(
+                user_id=verified.subject,
+                roles=verified.roles,
+                tenant=verified.tenant,
+                token=token,
+            )
+        return replace(user, plan=await self._plan(user))
+
+    async def _plan(self, user: SessionUser) -> Plan | None:
+        if self.keys is None:
+            return None
+        return await self.keys.plan(user.user_id, user.tenant)
 
     async def stream_user(self, token: str | None, call_sid: str) -> SessionUser | str:
         """The caller of a Twilio stream, or why it is refused. A token opens one stream."""
@@ -180,6 +239,10 @@ class Admission:
             ttl_s=self._settings.twilio_token_ttl_s,
             roles=tuple(self._settings.twilio_roles),
         )
+
+
+def _store_unavailable() -> web.Response:
+    return json_error(503, "store_unavailable", "the gateway's store cannot be reached; try again")
 
 
 def _short(value: str | None, limit: int = 120) -> str | None:

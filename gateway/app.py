@@ -15,11 +15,16 @@ import structlog
 from aiohttp import web
 from threadpoolctl import threadpool_limits
 
+from gateway.admin.routes import AdminRoutes
+from gateway.admin.service import KeyAdmin
 from gateway.admission import Admission
 from gateway.audio.resample import design_resamplers
 from gateway.clock import Clock, SystemClock
 from gateway.config import Settings, is_loopback
 from gateway.errors import ConfigError
+from gateway.governance import Governance, SqliteGovernance
+from gateway.governance.credentials import KeyAuthority
+from gateway.governance.revocations import RevocationWatch
 from gateway.node import NodeRuntime, new_node_id
 from gateway.observability import Metrics, Tracing, configure_logging, tracing_from_environment
 from gateway.protocol import ALLOWED_SAMPLE_RATES
@@ -43,16 +48,20 @@ def build_server(
     audit: AuditSink | None = None,
     store: SessionStore | None = None,
     tracing: Tracing | None = None,
+    clock: Clock | None = None,
+    governance: Governance | None = None,
 ) -> GatewayServer:
-    """The whole gateway; tests and benchmarks swap in their registry, transports, sinks.
-    ``tracing``: None, tracing off (``gateway serve`` reads the ``OTEL_*`` variables)."""
+    """The whole gateway; tests and benchmarks swap in their registry, transports, sinks,
+    clock (budget windows follow its UTC day) and key store. ``tracing``: None, tracing off
+    (``gateway serve`` reads the ``OTEL_*`` variables)."""
     registry = registry if registry is not None else load_registry(settings.registry_path())
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    clock = SystemClock()
+    clock = clock if clock is not None else SystemClock()
     metrics = Metrics(
         tool_ids=(spec.tool_id for spec in registry.tools()), models=configured_models(settings)
     )
     store = store if store is not None else build_store(settings, clock, metrics.store_error)
+    governance = governance if governance is not None else build_governance(settings, store)
     node_id = new_node_id(settings.node_id)
     manager = SessionManager(
         settings=settings,
@@ -65,9 +74,16 @@ def build_server(
         store=store,
         node_id=node_id,
         tracing=tracing,
+        counters=governance,
     )
+    keys = KeyAuthority(governance, clock)
     admission = Admission(
-        settings, clock=clock, sessions_open=lambda: len(manager.sessions), store=store
+        settings,
+        clock=clock,
+        sessions_open=lambda: len(manager.sessions),
+        store=store,
+        keys=keys,
+        counters=governance,
     )
     node = NodeRuntime(
         node_id,
@@ -78,6 +94,7 @@ def build_server(
         on_paused=manager.verify_ownership,
         on_store_back=manager.reassert_all,
     )
+    admin = KeyAdmin(governance, clock, registry.tool_ids())
     return GatewayServer(
         settings=settings,
         registry=registry,
@@ -85,7 +102,22 @@ def build_server(
         manager=manager,
         admission=admission,
         node=node,
+        governance=governance,
+        admin=AdminRoutes(settings, admission, admin, clock) if settings.admin else None,
+        revocations=RevocationWatch(governance, clock, manager.end_key_sessions),
     )
+
+
+def build_governance(settings: Settings, store: SessionStore) -> Governance:
+    """Keys and budget counters: beside the sessions on Redis, else in SQLite under
+    ``GATEWAY_DATA_DIR`` (they survive a restart)."""
+    if store.shared:
+        from gateway.governance.redis import RedisGovernance
+        from gateway.store.redis import RedisStore
+
+        if isinstance(store, RedisStore):
+            return RedisGovernance(store)
+    return SqliteGovernance.in_folder(settings.data_dir)
 
 
 def build_store(
@@ -108,13 +140,16 @@ def build_store(
     )
 
 
-async def serve(settings: Settings, tracing: Tracing | None = None) -> None:
+async def serve(
+    settings: Settings, tracing: Tracing | None = None, clock: Clock | None = None
+) -> None:
+    """``gateway serve``; ``clock``: a test's (None: the system's)."""
     # The resampler's matrix products are small: BLAS threads only add hand-offs between
     # cores (twice the CPU per chunk, measured pinned) to a process that is one event loop.
     threadpool_limits(limits=1, user_api="blas")
     # The resamplers' matrices from the shipped designs, before serving, not in a session's start.
     design_resamplers(ALLOWED_SAMPLE_RATES)
-    server = build_server(settings, tracing=tracing)
+    server = build_server(settings, tracing=tracing, clock=clock)
     # Sessions are ended by drain(); what is left (sockets that never started) gets little time.
     runner = server.runner()
     try:

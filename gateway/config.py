@@ -163,6 +163,9 @@ class Settings(ProviderSettings):
     # Usage priced per million tokens by a JSON file the operator provides (gateway.usage.prices);
     # no prices are built in.
     price_table: Path | None = None
+    # The admin API (/admin/v1: keys, teams, budgets, usage; docs/keys.md), for credentials with
+    # the admin role. Off: not served at all.
+    admin: bool = False
 
     # Per-mode budgets (docs/tools.md section 7.2).
     voice_retrieval_calls: int = 2

@@ -16,11 +16,14 @@ from pathlib import Path
 import structlog
 from aiohttp import web
 
+from gateway.admin.routes import AdminRoutes
 from gateway.admission import Admission, json_error
 from gateway.config import Settings
 from gateway.edges.native.routes import NativeRoutes
 from gateway.edges.realtime.routes import RealtimeCompatRoutes
 from gateway.edges.twilio.routes import TwilioRoutes
+from gateway.governance import Governance
+from gateway.governance.revocations import RevocationWatch
 from gateway.handlers_in_flight import HandlersInFlight
 from gateway.http_tools.shared_client import close_shared_http_client
 from gateway.node import NodeRuntime
@@ -61,6 +64,11 @@ class GatewayServer:
     admission: Admission
     node: NodeRuntime | None = None
     handlers: HandlersInFlight = field(default_factory=HandlersInFlight)
+    # Keys and budget counters (closed at shutdown), the admin API (None: off), and the watch
+    # that ends revoked keys' sessions.
+    governance: Governance | None = None
+    admin: AdminRoutes | None = None
+    revocations: RevocationWatch | None = None
 
     @property
     def draining(self) -> bool:
@@ -84,6 +92,8 @@ class GatewayServer:
         twilio = TwilioRoutes(self.settings, self.admission, self.manager)
         app.router.add_post("/twilio/voice", twilio.voice)
         app.router.add_get("/twilio/media", twilio.media)
+        if self.admin is not None:
+            self.admin.add_to(app)
         app.on_startup.append(self._start_node)
         app.on_shutdown.append(self._finish_handlers)
         app.on_cleanup.append(self._end_sessions)
@@ -113,6 +123,8 @@ class GatewayServer:
         (``StoreUnavailable``). Workers share their frame counts once a second."""
         if self.node is not None:
             await self.node.start()
+        if self.revocations is not None:
+            self.revocations.start()
         if self.metrics.multiprocess:
             app["frames_flush"] = asyncio.create_task(self._flush_frames())
 
@@ -139,8 +151,12 @@ class GatewayServer:
             flush.cancel()
             self.metrics.flush_frames()
         await self.manager.end_all()
+        if self.revocations is not None:
+            await self.revocations.stop()
         if self.node is not None:
             await self.node.stop()
+        if self.governance is not None:
+            await self.governance.close()  # SQLite; on Redis, the store's connection
         await self.manager.store.close()
         await close_shared_http_client()  # after the sessions: no tool call is left running
         await close_shared_upstream_clients()  # and no model turn

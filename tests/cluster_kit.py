@@ -39,6 +39,9 @@ class Cluster:
     settings: dict[str, str]
     prefix: str = field(default_factory=unique_prefix)
     nodes: dict[str, GatewayProcess] = field(default_factory=dict)
+    # What each node's interpreter runs, and more of its environment (a test's launcher).
+    command: tuple[str, ...] = ("-m", "gateway", "serve")
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def journal(self) -> Path:
@@ -77,9 +80,11 @@ class Cluster:
             **self.settings,
             **settings,
         }
-        extra = {"JOURNAL_PATH": str(self.journal), "OPENAI_API_KEY": "sk-test"}
+        extra = {"JOURNAL_PATH": str(self.journal), "OPENAI_API_KEY": "sk-test", **self.env}
         node = await self.stack.enter_async_context(
-            gateway_process(self.tmp, registry, name=name, extra_env=extra, **options)
+            gateway_process(
+                self.tmp, registry, name=name, extra_env=extra, command=self.command, **options
+            )
         )
         self.nodes[name] = node
         return node

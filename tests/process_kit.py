@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,8 +118,10 @@ async def gateway_process(
     *,
     name: str = "gateway",
     extra_env: Mapping[str, str] | None = None,
+    command: Sequence[str] = ("-m", "gateway", "serve"),
     **settings: str,
 ) -> AsyncIterator[GatewayProcess]:
+    """``command``: what the interpreter runs (a test's launcher, e.g. ``clocked_gateway``)."""
     port = int(settings.pop("port", 0)) or free_port()
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("GATEWAY_")}
     env.update(
@@ -136,9 +138,7 @@ async def gateway_process(
     with stdout_path.open("wb") as stdout, stderr_path.open("wb") as stderr:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
-            "-m",
-            "gateway",
-            "serve",
+            *command,
             cwd=REPO,
             env=env,
             stdin=subprocess.DEVNULL,

@@ -7,6 +7,7 @@ Nothing here touches a socket, a clock or an event loop, and decoding raises not
 
 from __future__ import annotations
 
+from .budget_events import BudgetWarning
 from .client_events import (
     ALLOWED_SAMPLE_RATES,
     DEFAULT_INPUT_RATE,
@@ -103,6 +104,7 @@ __all__ = [
     "AudioFormat",
     "AudioPlayback",
     "BinaryAudio",
+    "BudgetWarning",
     "ClientEvent",
     "ClientToolCancelled",
     "ClientToolDeclaration",

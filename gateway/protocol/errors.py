@@ -47,6 +47,8 @@ class ErrorCode(StrEnum):
     # Extension: a client_tool.output whose call id no call waits on (unknown, answered,
     # expired or cancelled).
     TOOL_CALL_NOT_FOUND = "tool_call_not_found"
+    # Extension (docs/keys.md): a limit of the key, user or team has run out.
+    BUDGET_EXHAUSTED = "budget_exhausted"
 
 
 # Defaults when the raiser does not say: waiting helps only against load and outages, and the

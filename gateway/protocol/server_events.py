@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import ClassVar, TypeAlias
 
+from .budget_events import BudgetWarning
 from .client_events import AudioFormat, Mode
 from .client_tool_events import ClientToolCancelled, ClientToolRequested
 from .errors import ErrorCode, ProtocolError
@@ -78,6 +79,9 @@ class EndReason(StrEnum):
     UPSTREAM_FAILED = "upstream_failed"
     SHUTDOWN = "shutdown"
     ERROR = "error"
+    # Extensions (docs/keys.md): a limit of the key, user or team ran out; the key was revoked.
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    KEY_REVOKED = "key_revoked"
 
 
 class ConfirmationOutcome(StrEnum):
@@ -403,6 +407,7 @@ class SessionEnded:
     reason: EndReason
     detail: str | None = None
     usage: JsonObject | None = None
+    budget: JsonObject | None = None  # budget_exhausted: the limit that ran out
 
     def to_dict(self) -> JsonObject:
         body: JsonObject = {"type": self.TYPE, "reason": self.reason}
@@ -410,6 +415,8 @@ class SessionEnded:
             body["detail"] = self.detail
         if self.usage is not None:
             body["usage"] = self.usage
+        if self.budget is not None:
+            body["budget"] = self.budget
         return body
 
 
@@ -480,5 +487,6 @@ ServerEvent: TypeAlias = (
     | ToolSlow
     | ClientToolRequested
     | ClientToolCancelled
+    | BudgetWarning
 )
 """Every event the gateway sends in a text frame (assistant audio goes in binary frames)."""

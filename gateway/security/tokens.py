@@ -145,7 +145,7 @@ class TokenAuthority:
         roles = claims.get("roles") or []
         if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
             roles = []
-        tenant = claims.get("tenant")
+        tenant = claims.get("tenant") or claims.get("team")  # the team, for budgets
         return VerifiedToken(
             subject=sub,
             roles=tuple(roles),

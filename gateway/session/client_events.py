@@ -69,6 +69,8 @@ class ClientHost(Protocol):
 
     def boundary(self) -> None: ...
 
+    async def turn_may_start(self) -> bool: ...
+
 
 class ClientEvents:
     def __init__(
@@ -103,6 +105,7 @@ class ClientEvents:
         self._in_ms_per_byte = 0.0
         self._capabilities: Capabilities | None = None
         self._direct = transport if isinstance(transport, DirectAudio) else None
+        self._input_closed = False
         self._handlers: dict[type, Callable[[Any], Awaitable[None]]] = {
             AudioAppend: self._audio_append,
             TextSend: self._text,
@@ -154,6 +157,12 @@ class ClientEvents:
             direct.send_audio_now(resampled)
         return True
 
+    def close_input(self) -> None:
+        """Nothing the user says or sends reaches the model any more (the session is about to
+        end); the hot path is left for the slow one, which drops the audio."""
+        self._direct = None
+        self._input_closed = True
+
     # -- every other event --------------------------------------------------------------------
 
     async def handle(self, event: JsonClientEvent | BinaryAudio) -> None:
@@ -185,9 +194,14 @@ class ClientEvents:
             event.call_id
         )
 
-    async def start_user_turn(self, text: str) -> None:
+    async def start_user_turn(self, text: str) -> bool:
+        """False: the session's budget has run out, the turn is not given to the model (the
+        session is ending)."""
+        if self._input_closed or not await self._host.turn_may_start():
+            return False
         self._conversation.turn.start(text)
         await self._deliver_pending_messages()
+        return True
 
     async def _deliver_pending_messages(self) -> None:
         # SET_PENDING_MESSAGE: given to the model at the start of the next user turn, not before.
@@ -201,6 +215,8 @@ class ClientEvents:
             )
             return
         assert self._in is not None
+        if self._input_closed:
+            return  # the session is ending (its budget ran out): nothing more reaches the model
         if self._conversation.intents.pending_messages and is_speech(self._in.as_pcm16(pcm)):
             # The user starts talking. A whole utterance in one burst may be answered inside
             # send_audio, before the upstream reports speech, so queued messages go first.
@@ -219,8 +235,8 @@ class ClientEvents:
             self._trace.user_said(event.text)
         self._conversation.history.append(ConversationItem("user", event.text))
         self._host.boundary()  # saved before the reply: a crash loses at most this turn
-        await self.start_user_turn(event.text)
-        await self._transport.send_text(event.text)
+        if await self.start_user_turn(event.text):
+            await self._transport.send_text(event.text)
 
     async def _commit(self, event: AudioCommit) -> None:
         if not event.respond:  # committed only: the turn starts when the answer is asked for
@@ -228,14 +244,14 @@ class ClientEvents:
             return
         if self._trace is not None:
             self._trace.turn_started("commit")
-        await self.start_user_turn("")
-        await self._transport.commit_audio()
+        if await self.start_user_turn(""):
+            await self._transport.commit_audio()
 
     async def _respond_now(self, _: ResponseCreate) -> None:
         if self._trace is not None:
             self._trace.turn_started("commit")
-        await self.start_user_turn("")
-        await self._transport.request_response()
+        if await self.start_user_turn(""):
+            await self._transport.request_response()
 
     async def _clear(self, _: AudioClear) -> None:
         await self._transport.clear_audio()

@@ -19,6 +19,7 @@ import structlog
 
 from gateway.clock import Clock
 from gateway.config import Settings
+from gateway.governance import BudgetCounters
 from gateway.observability import Metrics, Tracing
 from gateway.protocol import (
     AudioFormat,
@@ -41,6 +42,7 @@ from gateway.session.parts import SessionParts
 from gateway.session.refusals import StartRefused, store_unavailable
 from gateway.session.resume import Resumes
 from gateway.session.session import Session, SessionUser
+from gateway.session.slots import SessionSlots
 from gateway.store import (
     Fenced,
     SessionRecord,
@@ -86,7 +88,10 @@ class SessionManager:
     draining: bool = False
     # With tracing on, the process's tracer (gateway.observability.tracing); None: off.
     tracing: Tracing | None = None
+    # Where budgets are charged (gateway.governance; None: nothing is counted).
+    counters: BudgetCounters | None = None
     resumes: Resumes = field(init=False)
+    slots: SessionSlots = field(init=False)
     # What every session here is built with (``opening.open_session``).
     parts: SessionParts = field(init=False)
 
@@ -98,6 +103,10 @@ class SessionManager:
             clock=self.clock,
             metrics=self.metrics,
             audit=self.audit,
+            counters=self.counters,
+        )
+        self.slots = SessionSlots(
+            self.settings, self.store, self.counters, self.clock, self.node_id
         )
 
     # -- start -----------------------------------------------------------------------------------
@@ -118,7 +127,7 @@ class SessionManager:
             )
         setup = session_setup(start, user, self.registry, self.settings)
         session_id = f"sess_{secrets.token_hex(12)}"
-        await self._acquire_slot(user, session_id, start.event_id)
+        await self.slots.acquire(user, session_id, start.event_id)
         try:
             session = await self.open(
                 session_id,
@@ -146,39 +155,12 @@ class SessionManager:
         self.resumes.moves.move_if_draining(session)  # began before the drain, ends during it
         return session
 
-    async def _acquire_slot(self, user: SessionUser, session_id: str, event_id: str | None) -> None:
-        """``GATEWAY_MAX_SESSIONS_PER_USER``, counted across every node."""
-        limit = self.settings.max_sessions_per_user
-        if limit <= 0:
-            return
-        try:
-            admitted = await self.store.acquire_user_slot(
-                user.user_id, session_id, self.node_id, limit
-            )
-        except StoreUnavailable:
-            raise store_unavailable(event_id) from None
-        if not admitted:
-            raise StartRefused(
-                ErrorEvent(
-                    code=ErrorCode.RATE_LIMITED,
-                    message=f"at most {limit} open sessions per user; end one first",
-                    retryable=True,
-                    event_id=event_id,
-                )
-            )
-
     async def keep_slot(self, session: Session) -> None:
-        """The user's slot names this node (a resumed session; a store that restarted empty)."""
-        if self.settings.max_sessions_per_user > 0:
-            with contextlib.suppress(StoreUnavailable):
-                await self.store.keep_user_slot(
-                    session.user.user_id, session.session_id, self.node_id
-                )
+        """Its slots name this node (a resumed session; a store that restarted empty)."""
+        await self.slots.keep(session.user, session.session_id)
 
     async def release_slot(self, user: SessionUser, session_id: str) -> None:
-        if self.settings.max_sessions_per_user > 0:
-            with contextlib.suppress(StoreUnavailable):
-                await self.store.release_user_slot(user.user_id, session_id)
+        await self.slots.release(user, session_id)
 
     async def open(
         self,
@@ -391,6 +373,16 @@ class SessionManager:
 
     # -- end -------------------------------------------------------------------------------------
 
+    async def end_key_sessions(self, key_id: str) -> int:
+        """A key was revoked: its sessions here end (``key_revoked``), parked ones too."""
+        ending = [
+            s.end(EndReason.KEY_REVOKED, "the session's key was revoked")
+            for s in list(self.sessions.values())
+            if key_id and s.user.key_id == key_id
+        ]
+        await asyncio.gather(*ending, return_exceptions=True)
+        return len(ending)
+
     async def forget(self, session: Session) -> None:
         """The session has ended (or gone to another node): unregister it (this object only)
         and stop its loops once its upstream has closed; an ended session's record goes."""
@@ -426,6 +418,7 @@ class SessionManager:
             await asyncio.sleep(TIMER_TICK_S)
             try:
                 await session.tools.expire_due()
+                session.clock_tick()
                 if session.idle_for() > self.settings.idle_timeout_s:
                     await session.end(EndReason.IDLE_TIMEOUT)
                 elif session.age() > self.settings.max_duration_s:

@@ -47,6 +47,8 @@ from transports.base import ToolDeclaration, Transport, TransportError, Upstream
 
 __all__ = [
     "SessionNode",
+    "key_allows_model",
+    "key_limits_checked",
     "open_session",
     "session_setup",
     "stored_client_tools",
@@ -65,6 +67,7 @@ def session_setup(
     and the user's roles (and the tools its client declared: ``client_tools_checked``)."""
     client_tools_checked(start, user, registry, settings)
     tool_choice_checked(start, user, registry, settings)
+    key_limits_checked(start, user, settings)
     if start.tools is not None:
         unknown = [name for name in start.tools if registry.get(name) is None]
         if unknown:
@@ -94,7 +97,7 @@ def session_setup(
         mode=start.mode.value,
         input_rate=start.audio.input_rate,
         output_rate=start.audio.output_rate,
-        enabled_tools=None if start.tools is None else tuple(start.tools),
+        enabled_tools=user.tools if start.tools is None else tuple(start.tools),
         instructions=start.instructions or settings.default_instructions,
         model=start.model,
         voice=start.voice,
@@ -107,6 +110,37 @@ def session_setup(
         ),
         tool_choice=None if start.tool_choice is None else tool_choice_wire(start.tool_choice),
     )
+
+
+def key_limits_checked(start: SessionStart, user: SessionUser, settings: Settings) -> None:
+    """A gateway key names the models and tools it may use (None: any model, the tools its
+    roles allow): anything else is refused, naming it."""
+    provider = start.provider or settings.provider
+    model = start.model or provider
+    if user.models is not None and not key_allows_model(user.models, provider, model):
+        raise StartRefused(
+            ErrorEvent(
+                code=ErrorCode.FORBIDDEN,
+                message=f"model: this key may not use {model!r}; it may use "
+                f"{', '.join(map(repr, user.models)) or 'no model'}",
+                event_id=start.event_id,
+            )
+        )
+    if user.tools is not None and start.tools is not None:
+        denied = [name for name in start.tools if name not in user.tools]
+        if denied:
+            raise StartRefused(
+                ErrorEvent(
+                    code=ErrorCode.FORBIDDEN,
+                    message=f"tools: this key may not use {', '.join(map(repr, denied))}",
+                    event_id=start.event_id,
+                )
+            )
+
+
+def key_allows_model(allowed: tuple[str, ...], provider: str, model: str) -> bool:
+    """``model``, ``provider/model`` or ``provider/*`` on the key's list."""
+    return bool({model, f"{provider}/{model}", f"{provider}/*"} & set(allowed))
 
 
 def tool_choice_checked(

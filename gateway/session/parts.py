@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from gateway.clock import Clock
 from gateway.config import Settings
+from gateway.governance import BudgetCounters
 from gateway.observability import Metrics
 from gateway.registry import Registry
 from gateway.session.holding_policy import NO_HOLDING, HoldingPolicy
@@ -33,6 +34,8 @@ class SessionParts:
     client_events_burst: int = 60
     holding: HoldingPolicy = NO_HOLDING
     prices: PriceTable | None = None
+    # Where sessions charge their budgets (None: nothing is counted).
+    counters: BudgetCounters | None = None
 
     @classmethod
     def of(
@@ -43,6 +46,7 @@ class SessionParts:
         clock: Clock,
         metrics: Metrics,
         audit: AuditSink,
+        counters: BudgetCounters | None = None,
     ) -> SessionParts:
         """The parts ``settings`` configure; the operator's price table read once, here."""
         path = settings.price_table
@@ -57,4 +61,5 @@ class SessionParts:
             client_events_burst=settings.client_events_burst,
             holding=HoldingPolicy(settings.holding_cue, settings.holding_line),
             prices=None if path is None else PriceTable.load(path),
+            counters=counters,
         )

@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 import structlog
@@ -27,6 +26,7 @@ import structlog
 from gateway.audio.convert import bytes_per_sample
 from gateway.audio.cues import holding_tone
 from gateway.audio.g711 import ulaw_encode
+from gateway.budgets.guard import SessionBudget
 from gateway.orchestrator import CallPolicy, ConfirmationBook, IntentState, TurnState
 from gateway.protocol import (
     BinaryAudio,
@@ -34,11 +34,13 @@ from gateway.protocol import (
     ErrorCode,
     ErrorEvent,
     JsonClientEvent,
+    JsonObject,
     ProtocolError,
     ResponseDone,
     ServerEvent,
     SessionEnded,
 )
+from gateway.session.budget_port import SessionBudgetPort
 from gateway.session.client_events import ClientEvents
 from gateway.session.client_output import ClientOutput
 from gateway.session.client_tools import ClientToolBook
@@ -51,6 +53,7 @@ from gateway.session.tool_events import ToolWiring
 from gateway.session.toolflow import ToolFlow
 from gateway.session.trace import SessionTrace
 from gateway.session.upstream_events import UpstreamEvents
+from gateway.session.user import SessionUser
 from gateway.store import SessionSnapshot
 from gateway.toolrun import Caller, ToolRunner, UsageRecord
 from gateway.usage import SessionUsage, UsageReporter
@@ -64,14 +67,8 @@ _log = structlog.get_logger("session")
 UPSTREAM_CLOSE_TIMEOUT_S = 5.0
 # How long a hand-off waits for results being given (a ledger write, then a send).
 DELIVERIES_WAIT_S = 5.0
-
-
-@dataclass(frozen=True, slots=True)
-class SessionUser:
-    user_id: str
-    roles: tuple[str, ...] = ()
-    tenant: str | None = None
-    token: str | None = field(default=None, repr=False)
+# How long an end waits for the session's last budget charge (the store's timeout is shorter).
+SETTLE_WAIT_S = 3.0
 
 
 class SessionKeeper(Protocol):
@@ -123,7 +120,20 @@ class Session:
         self.profile = Profile.of(setup)
         self.conversation = Conversation(parts.confirmation_ttl_s, usage=usage or SessionUsage())
         restore(self.conversation, setup)
-        self.usage = UsageReporter(self.conversation.usage, self.profile, metrics, parts.prices)
+        self.budget = (
+            None
+            if user.plan is None or parts.counters is None
+            else SessionBudget(
+                user.plan, parts.counters, clock, SessionBudgetPort(self), session_id=session_id
+            )
+        )
+        self.usage = UsageReporter(
+            self.conversation.usage,
+            self.profile,
+            metrics,
+            parts.prices,
+            on_priced=None if self.budget is None else self.budget.response_charged,
+        )
         self._audit = parts.audit
         self.state = SessionState.STARTING
         self.outbound: ClientOutput | None = None
@@ -288,8 +298,28 @@ class Session:
     async def run_upstream(self) -> None:
         await self.upstream.run()
 
-    async def start_user_turn(self, text: str) -> None:
-        await self.client.start_user_turn(text)
+    async def start_user_turn(self, text: str) -> bool:
+        return await self.client.start_user_turn(text)
+
+    # -- budgets (gateway.budgets.guard; ``SessionBudgetPort`` acts on these) -------------------
+
+    async def turn_may_start(self) -> bool:
+        """False when the session's budget has run out: the turn is not given to the model."""
+        return self.budget is None or await self.budget.turn_may_start()
+
+    def clock_tick(self) -> None:
+        if self.budget is not None:
+            self.budget.tick(attached=self.outbound is not None)
+
+    def wrap_up(self, message: str) -> None:
+        """Said to the model at the user's next turn (as SET_PENDING_MESSAGE is)."""
+        self.conversation.intents.pending_messages.append(message)
+
+    async def cancel_response(self) -> None:
+        await self.transport.cancel_response()
+
+    def close_input(self) -> None:
+        self.client.close_input()
 
     def boundary(self) -> None:
         """A user turn began, or a response ended: the state worth a snapshot changed."""
@@ -332,8 +362,10 @@ class Session:
         return current is None or self.tools.holding(current.response_id)
 
     def lost(self) -> None:
-        """Another node owns this session now (``Fenced``): stop here, telling nobody."""
-        if self.ownership.handed_off:
+        """Another node owns this session now (``Fenced``): stop here, telling nobody. Not
+        while it ends here: its own end left the tombstone that fenced a snapshot write racing
+        it (the client still gets ``session.ended``)."""
+        if self.ownership.handed_off or self._ending is not None:
             return
         self.ownership.handed_off = True
         self._log.info("session_lost", epoch=self.ownership.epoch)
@@ -350,12 +382,14 @@ class Session:
 
     # -- the end -----------------------------------------------------------------------------
 
-    async def end(self, reason: EndReason, detail: str | None = None) -> None:
+    async def end(
+        self, reason: EndReason, detail: str | None = None, budget: JsonObject | None = None
+    ) -> None:
         """End the session, once: a second call waits for the first. It runs in its own task:
         whoever called may be cancelled, the upstream (a billed provider socket) still gets
-        closed."""
+        closed. ``budget``: the limit that ran out (``budget_exhausted``)."""
         if self._ending is None:
-            self._ending = asyncio.create_task(self._end(reason, detail))
+            self._ending = asyncio.create_task(self._end(reason, detail, budget))
         await asyncio.shield(self._ending)
 
     @contextlib.asynccontextmanager
@@ -367,10 +401,13 @@ class Session:
         async with self._leaving:
             yield not self.ended.is_set() and self._ending is None
 
-    async def _end(self, reason: EndReason, detail: str | None) -> None:
+    async def _end(self, reason: EndReason, detail: str | None, budget: JsonObject | None) -> None:
         async with self._leaving:
             if self.ended.is_set():  # handed off (moved), or taken over
                 return
+            # Its last seconds charged before anything can see it ended (the client's socket
+            # closes once it has: session.ended must be queued without an await in between).
+            await self._settle_budget()
             if self._keeper is not None and not self.ownership.handed_off:
                 try:  # before the client hears of it: what the session held is free by then
                     await self._keeper.session_ending(self)
@@ -394,7 +431,7 @@ class Session:
                 usage=usage,
             )
         )
-        self.emit(SessionEnded(reason=reason, detail=detail, usage=usage))
+        self.emit(SessionEnded(reason=reason, detail=detail, usage=usage, budget=budget))
         if self.trace is not None:
             self.trace.ended(reason.value)
         self.tools.stop()
@@ -409,6 +446,7 @@ class Session:
         if self.ended.is_set():
             return
         self.usage.flush()  # the next node reports from the snapshot's sums
+        await self._settle_budget()  # its time here charged; the next node charges its own
         if self.trace is not None:
             self.trace.ended("handed_off")
         self.state = transition(self.state, "end")
@@ -422,6 +460,12 @@ class Session:
                 await self.ownership.deliveries_given()
         self._closing = asyncio.create_task(self._close_upstream(None))
         await asyncio.shield(self._closing)
+
+    async def _settle_budget(self) -> None:
+        if self.budget is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(SETTLE_WAIT_S):
+                    await self.budget.settle()
 
     async def _close_upstream(self, reason: EndReason | None) -> None:
         try:

@@ -121,7 +121,18 @@ class RedisStore:
             client, prefix=prefix, timeout_s=timeout_s, clock=clock, on_error=on_error, pool=pool
         )
 
-    # -- plumbing --------------------------------------------------------------------------------
+    # -- plumbing (also for what shares this connection: gateway.governance.redis) ---------------
+
+    @property
+    def client(self) -> redis.Redis:
+        return self._r
+
+    def key(self, *parts: str) -> str:
+        return self._key(*parts)
+
+    async def guarded(self, op: str, work: Callable[[], Awaitable[T]]) -> T:
+        """``work`` with the store's timeout; a failure raises ``StoreUnavailable``."""
+        return await self._do(op, work)
 
     def _key(self, *parts: str) -> str:
         return ":".join((self._p, *parts))

@@ -11,6 +11,7 @@ comes back from the snapshot, and what it held then was reported by the node tha
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from gateway.usage.account import SessionUsage
@@ -48,8 +49,13 @@ class UsageReporter:
         profile: UsageSource,
         counters: UsageCounters,
         prices: PriceTable | None = None,
+        *,
+        on_priced: Callable[[int, float | None, str], None] | None = None,
     ) -> None:
+        """``on_priced``: told of each response (its tokens in and out, its cost or None, and
+        ``provider/model``): the session's budget charges it."""
         self.usage = usage
+        self._on_priced = on_priced
         self._profile = profile
         self._counters = counters
         self._prices = prices
@@ -73,11 +79,15 @@ class UsageReporter:
         self.usage.add_tokens(tokens)
         labels = self.labels()
         self._counters.count_usage(labels, tokens)
+        cost = None
         if self._prices is not None:
             cost = self._prices.estimate(self._profile.provider, self.model(), tokens)
             if cost is not None:
                 self.usage.add_cost(cost)
         self._flush_audio_in(labels[0])
+        if self._on_priced is not None:
+            total = tokens.input_total + tokens.output_total
+            self._on_priced(total, cost, f"{self._profile.provider}/{self.model()}")
         return tokens
 
     def audio_out(self, ms: float) -> None:

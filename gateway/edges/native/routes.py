@@ -76,9 +76,9 @@ class NativeRoutes:
         refused = self.admission.refuse_socket(request)
         if refused is not None:
             return refused
-        user = self.admission.user(request)
-        if isinstance(user, str):
-            return json_error(401, "unauthorized", user)
+        user = await self.admission.user(request)
+        if isinstance(user, web.StreamResponse):
+            return user  # refused: 401, 429 (a budget has run out) or 503
         limit = max(self.settings.max_text_frame, self.settings.max_binary_frame)
         # The connection's event budget: JSON events before and after session.start, and
         # WebSocket control frames (pings), all spend from it.

@@ -68,9 +68,9 @@ class RealtimeCompatRoutes:
         refused = self.admission.refuse_socket(request)
         if refused is not None:
             return refused
-        user = self.admission.user_from_token(_token(request))
-        if isinstance(user, str):
-            return json_error(401, "unauthorized", user)
+        user = await self.admission.user_from_token(_token(request))
+        if isinstance(user, web.StreamResponse):
+            return user  # refused: 401, 429 (a budget has run out) or 503
         model = request.query.get("model", "").strip()
         if not model:
             return json_error(400, "bad_request", "name the model: /v1/realtime?model=…")

@@ -1,0 +1,64 @@
+"""What a session's budget does to it (``gateway.budgets.guard.SessionPort``): a warning to the
+client and a wrap-up instruction to the model; at a limit, the response in progress cancelled
+(the client gets its ``response.done``), then the end (``budget_exhausted``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Protocol
+
+from gateway.budgets import Reading
+from gateway.protocol import BudgetWarning, EndReason, JsonObject, ServerEvent
+
+__all__ = ["WRAP_UP", "BudgetedSession", "SessionBudgetPort"]
+
+# Given to the model at the user's next turn, as a SET_PENDING_MESSAGE would be.
+WRAP_UP = (
+    "The budget for this conversation is nearly used up. Finish what the user asked for in as "
+    "few words as possible, start nothing new, and say goodbye politely if it fits."
+)
+# How long a cancelled response has to end before the session ends anyway.
+CANCEL_WAIT_S = 2.0
+
+
+class BudgetedSession(Protocol):
+    def emit(self, event: ServerEvent) -> None: ...
+
+    def wrap_up(self, message: str) -> None: ...
+
+    def replying(self) -> bool: ...
+
+    def close_input(self) -> None: ...
+
+    async def cancel_response(self) -> None: ...
+
+    async def until_idle(self) -> None: ...
+
+    async def end(
+        self, reason: EndReason, detail: str | None = None, budget: JsonObject | None = None
+    ) -> None: ...
+
+
+class SessionBudgetPort:
+    def __init__(self, session: BudgetedSession) -> None:
+        self._session = session
+
+    def budget_warning(self, reading: Reading) -> None:
+        self._session.emit(BudgetWarning(limit=reading.as_json()))
+        self._session.wrap_up(WRAP_UP)
+
+    async def budget_exhausted(self, reading: Reading) -> None:
+        session = self._session
+        session.close_input()  # no new turn: the user's audio and text stop here
+        if session.replying():
+            with contextlib.suppress(Exception):
+                await session.cancel_response()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CANCEL_WAIT_S):
+                    await session.until_idle()
+        await session.end(
+            EndReason.BUDGET_EXHAUSTED,
+            f"budget exhausted: {reading.describe()}",
+            budget=reading.as_json(),
+        )
