@@ -10,9 +10,9 @@
     GET    /admin/v1/usage?group_by=key|user|team|model&from=&to=[&format=csv]
 
 Every request needs an admin credential: a gateway key or a JWT with the ``admin`` role, as a
-bearer header. A request with an ``Origin`` header must come from an allowed origin (a page
-elsewhere cannot drive the API with a credential it holds), and a body must be JSON
-(``Content-Type: application/json``: a plain form cannot send it). Errors are
+bearer header (never a cookie: a page elsewhere cannot make a browser send it). A request with
+an ``Origin`` header must come from an allowed origin, and a body must be JSON
+(``Content-Type: application/json``). Errors are
 ``{"error": {"code", "message"}}``; a refused request changes nothing and is audited.
 """
 
@@ -81,9 +81,7 @@ class AdminRoutes:
             if isinstance(actor, web.Response):
                 self._admin.refused("-", action, "no admin credential")
                 return actor
-            if request.method in ("POST", "PUT", "PATCH") and request.content_type != (
-                "application/json"
-            ):
+            if request.body_exists and request.content_type != "application/json":
                 self._admin.refused(actor, action, "body not JSON")
                 return json_error(415, "invalid_request", "send the body as application/json")
             try:

@@ -14,11 +14,14 @@ test (``clocked_gateway``: the next UTC day).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from cluster_kit import Cluster, cluster, connect
 from harness import SECRET, Client, ConnectionClosed, pcm_silence, pcm_tone, token
@@ -125,12 +128,12 @@ async def speak_in_real_time(client: Client, ms: int) -> None:
         await asyncio.sleep(max(due - loop.time(), 0))
 
 
+def responses(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in events if e["type"] == "response.done" and e.get("usage")]
+
+
 def response_costs(events: list[dict[str, Any]]) -> list[float]:
-    return [
-        e["usage"]["total_tokens"] / 1000
-        for e in events
-        if e["type"] == "response.done" and e.get("usage")
-    ]
+    return [e["usage"]["total_tokens"] / 1000 for e in responses(events)]
 
 
 async def refused_with(group: Cluster, node: GatewayProcess, secret: str) -> tuple[int, Any]:
@@ -185,3 +188,105 @@ async def test_a_daily_spend_budget_holds_across_nodes_and_resets_the_next_day(
     assert (await fresh[1].say("hello"))[-1]["type"] == "response.done"
     for client in fresh:
         await client.ws.close()
+
+
+async def stream_silence(client: Client) -> list[dict[str, Any]]:
+    """A microphone left open on silence, in real time, until the session ends: no turn, no
+    response, no token report; the session's clock is all that is charged."""
+    frame = pcm_silence(20)
+    loop = asyncio.get_running_loop()
+    due = loop.time()
+    reader = asyncio.create_task(client.until("session.ended", within=60.0))
+    try:
+        while not reader.done():
+            with contextlib.suppress(ConnectionResetError, aiohttp.ClientConnectionError):
+                await client.send_raw(frame)
+            due += 0.02
+            await asyncio.sleep(max(due - loop.time(), 0))
+        return reader.result()
+    finally:
+        reader.cancel()
+
+
+async def test_session_minutes_are_charged_on_the_clock_of_voice_only_sessions(
+    fleet: tuple[Cluster, GatewayProcess, GatewayProcess], fake: FakeRealtimeServer
+) -> None:
+    group, a, b = fleet
+    minutes = 0.25  # 15 s between the two sessions: about 7.5 s each
+    key_id, secret = await new_key(group, a, budgets={"minutes_per_day": minutes})
+    clients = [await connect(group, node, **bearer(secret)) for node in (a, b)]
+    for client in clients:
+        await client.start("voice")
+    began = time.monotonic()
+    seen = await asyncio.gather(*(stream_silence(client) for client in clients))
+    took = time.monotonic() - began
+
+    assert not any(conn.sent("response.done") for conn in fake.connections)  # no token report
+    for events in seen:
+        kinds = [e["type"] for e in events]
+        assert kinds.count("budget.warning") == 1
+        assert kinds.index("budget.warning") < kinds.index("session.ended")
+        ended = events[-1]
+        assert ended["reason"] == "budget_exhausted"
+        assert (ended["budget"]["scope"], ended["budget"]["metric"]) == ("key", "minutes")
+    used = (await key_usage(group, a, key_id))["minutes_day"]
+    # The bound on the clock: past the limit by at most one tick (5 s) per live session.
+    assert minutes <= used <= minutes + 2 * 5 / 60, used
+    assert 15 / 2 - 1 <= took <= 15 / 2 + 5 + 2, took  # the two clocks together
+    for node in (a, b):
+        status, body = await refused_with(group, node, secret)
+        assert status == 429
+        assert body["error"]["budget"]["metric"] == "minutes"
+
+
+async def test_a_team_budget_is_shared_by_its_keys(
+    fleet: tuple[Cluster, GatewayProcess, GatewayProcess],
+) -> None:
+    group, a, b = fleet
+    await admin(group, a, "PUT", "/admin/v1/teams/support", {"budgets": {"tokens_per_day": 2000}})
+    _, first = await new_key(group, a, team="support")
+    _, second = await new_key(group, b, team="support", owner="bob")
+    clients = [
+        await connect(group, a, **bearer(first)),
+        await connect(group, b, **bearer(second)),
+    ]
+    for client in clients:
+        await client.start("text")
+    seen = await asyncio.gather(*(turns_until_ended(client, "text") for client in clients))
+    most = 0
+    for events in seen:
+        ended = events[-1]
+        assert ended["reason"] == "budget_exhausted"
+        assert (ended["budget"]["scope"], ended["budget"]["metric"]) == ("team", "tokens")
+        most = max([most, *(e["usage"]["total_tokens"] for e in responses(events))])
+    shown = await admin(group, b, "GET", "/admin/v1/usage?group_by=team")
+    (row,) = shown["rows"]
+    assert row["id"] == "support"
+    assert 2000 <= row["tokens"] <= 2000 + 2 * most
+    for node, secret in ((a, second), (b, first)):  # each key, on the other node
+        status, body = await refused_with(group, node, secret)
+        assert (status, body["error"]["budget"]["scope"]) == (429, "team")
+
+
+async def test_revoking_a_key_ends_its_sessions_on_every_node_within_a_second(
+    fleet: tuple[Cluster, GatewayProcess, GatewayProcess],
+) -> None:
+    group, a, b = fleet
+    key_id, secret = await new_key(group, a)
+    clients = [await connect(group, node, **bearer(secret)) for node in (a, b, b)]
+    for client in clients:
+        await client.start("text")
+    other = await connect(group, a, Authorization=f"Bearer {token('carol')}")
+    await other.start("text")  # a session of another credential goes on
+
+    revoked_at = time.monotonic()
+    await admin(group, b, "POST", f"/admin/v1/keys/{key_id}/revoke")
+    ends = await asyncio.gather(*(client.last("session.ended", within=5.0) for client in clients))
+    took = time.monotonic() - revoked_at
+    assert {ended["reason"] for ended in ends} == {"key_revoked"}
+    assert took < 1.0, took
+    for node in (a, b):
+        status, body = await refused_with(group, node, secret)
+        assert (status, body["error"]["message"]) == (401, "this key was revoked")
+    assert (await other.say("still here"))[-1]["type"] == "response.done"
+    await other.ws.close()

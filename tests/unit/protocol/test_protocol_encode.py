@@ -367,6 +367,8 @@ def test_documented_enumerations() -> None:
         "upstream_failed",
         "shutdown",
         "error",
+        "budget_exhausted",
+        "key_revoked",
     }
     assert {d.value for d in ConfirmationOutcome} == {"approved", "rejected", "expired"}
     assert {r.value for r in TranscriptRole} == {"user", "assistant"}
