@@ -101,7 +101,7 @@ class SessionBudget:
         """The session's timer (a few times a second): session time, charged every
         ``CLOCK_CHARGE_S``; only while a client is attached."""
         now = self._clock.monotonic()
-        if attached and self._clock_from is not None:
+        if self._clock_from is not None:  # attached since the last tick
             self._accrued_s += now - self._clock_from
         self._clock_from = now if attached else None
         if self._accrued_s >= CLOCK_CHARGE_S:
@@ -126,6 +126,10 @@ class SessionBudget:
         if self._accrued_s > 0:
             seconds, self._accrued_s = self._accrued_s, 0.0
             self._submit(Charge(seconds=seconds), None)
+        await self.charged()
+
+    async def charged(self) -> None:
+        """Every charge submitted so far has reached the store (or is kept for the next)."""
         while self._task is not None and not self._task.done():
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._task)
@@ -185,11 +189,6 @@ class SessionBudget:
             self._log.info("budget_exhausted", limit=self.exhausted.as_json())
             # Its own task: ending the session settles the budget, which waits for this one.
             self._ending = asyncio.create_task(self._port.budget_exhausted(self.exhausted))
-
-    # -- for tests and the bench -----------------------------------------------------------------
-
-    def busy(self) -> bool:
-        return self._task is not None and not self._task.done()
 
 
 async def exhausted_now(plan: Plan, counters: BudgetCounters, clock: Clock) -> Reading | None:

@@ -233,6 +233,12 @@ _END_ERRORS: Mapping[str, tuple[str, str, str]] = {
     "upstream_failed": ("server_error", "upstream_failed", "The model's session failed."),
     "shutdown": ("server_error", "server_shutdown", "The server is shutting down."),
     "error": ("server_error", "internal", "The session ended on an internal error."),
+    "budget_exhausted": (
+        "invalid_request_error",
+        "budget_exhausted",
+        "A budget of this key, user or team has run out.",
+    ),
+    "key_revoked": ("invalid_request_error", "key_revoked", "The key was revoked."),
 }
 
 _CLOSE_CODES: Mapping[str, int] = {
@@ -243,6 +249,8 @@ _CLOSE_CODES: Mapping[str, int] = {
     "shutdown": 1001,  # going away: the SDK's opt-in reconnect may open a new session
     "upstream_failed": 1011,
     "error": 1011,
+    "budget_exhausted": 1008,  # policy: the client may not go on with this credential
+    "key_revoked": 1008,
 }
 
 
