@@ -10,6 +10,8 @@
 - ``all``: relay, capacity, dispatch, then the plots in ``docs/bench/`` (``bench.suite.all``);
 - ``latency``: voice-to-voice latency added per audio path, OpenAI and Gemini fakes, against
   direct (``bench.latency.bench``); ``latency.png`` into ``--docs``.
+- ``budgets``: what budgets cost with Redis: a charged response's added latency and relay
+  CPU, budgets on against off, with an A/A row (``bench.budgets.bench``);
 - ``trace``: one real trace of a voice turn with an HTTP tool call, drawn as a waterfall into
   ``docs/img/trace-voice-turn.png`` (``bench.trace_waterfall``).
 
@@ -36,6 +38,7 @@ SUBCOMMANDS = [
     "all",
     "latency",
     "trace",
+    "budgets",
 ]
 
 
@@ -122,6 +125,13 @@ def main(argv: list[str] | None = None) -> int:
         return trace_waterfall.main(args.docs, args.out)
     if args.target == "gateway":
         return gateway_bench.main(args.registry, args.out)
+    if args.target == "budgets":
+        from bench.budgets import bench as budgets_bench
+
+        quick = args.quick
+        return budgets_bench.main(
+            args.reps or (1 if quick else 5), 10 if quick else 50, 3.0 if quick else 15.0, args.out
+        )
     if args.target == "relay" and args.provider == "gemini":
         from bench.relay import bench as relay_bench
 

@@ -191,6 +191,8 @@ class Admission:
                 models=key.models,
                 tools=key.tools,
             )
+            if self._counters is None:  # budgets off: nothing counted
+                return user
             return replace(user, plan=await self.keys.plan(key.owner, key.team, key))
         if self.tokens is None:
             user = SessionUser(user_id=ANONYMOUS_USER, roles=tuple(self._settings.anonymous_roles))
@@ -205,7 +207,7 @@ class Admission:
         return replace(user, plan=await self._plan(user))
 
     async def _plan(self, user: SessionUser) -> Plan | None:
-        if self.keys is None:
+        if self.keys is None or self._counters is None:
             return None
         return await self.keys.plan(user.user_id, user.tenant)
 

@@ -74,7 +74,7 @@ def build_server(
         store=store,
         node_id=node_id,
         tracing=tracing,
-        counters=governance,
+        counters=governance if settings.budgets else None,
     )
     keys = KeyAuthority(governance, clock)
     admission = Admission(
@@ -83,7 +83,7 @@ def build_server(
         sessions_open=lambda: len(manager.sessions),
         store=store,
         keys=keys,
-        counters=governance,
+        counters=governance if settings.budgets else None,
     )
     node = NodeRuntime(
         node_id,

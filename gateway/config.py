@@ -166,6 +166,9 @@ class Settings(ProviderSettings):
     # The admin API (/admin/v1: keys, teams, budgets, usage; docs/keys.md), for credentials with
     # the admin role. Off: not served at all.
     admin: bool = False
+    # Budgets (docs/keys.md): sessions charged and held to the limits of their key, user and
+    # team. Off: nothing is counted or limited (keys still authenticate).
+    budgets: bool = True
 
     # Per-mode budgets (docs/tools.md section 7.2).
     voice_retrieval_calls: int = 2

@@ -56,6 +56,8 @@ async def pair(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[tuple[Governance, Governance]]:
     """Two handles on one store (two nodes; for SQLite, two connections to one file)."""
+    first: Governance
+    second: Governance
     if request.param == "sqlite":
         first, second = SqliteGovernance(tmp_path / "g.db"), SqliteGovernance(tmp_path / "g.db")
     else:

@@ -1,0 +1,1 @@
+"""``scripts/bench budgets``: what keys and budgets cost (``bench.budgets.bench``)."""
