@@ -204,7 +204,10 @@ class Admission:
                 tenant=verified.tenant,
                 token=token,
             )
-        return replace(user, plan=await self._plan(user))
+        try:
+            return replace(user, plan=await self._plan(user))
+        except StoreUnavailable:  # a token needs no store: its session's start will say so
+            return replace(user, budgets_unread=True)
 
     async def _plan(self, user: SessionUser) -> Plan | None:
         if self.keys is None or self._counters is None:

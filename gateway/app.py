@@ -58,10 +58,13 @@ def build_server(
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     clock = clock if clock is not None else SystemClock()
     metrics = Metrics(
-        tool_ids=(spec.tool_id for spec in registry.tools()), models=configured_models(settings)
+        tool_ids=(spec.tool_id for spec in registry.tools()),
+        models=configured_models(settings),
+        teams=settings.metrics_teams,
     )
     store = store if store is not None else build_store(settings, clock, metrics.store_error)
     governance = governance if governance is not None else build_governance(settings, store)
+    keys = KeyAuthority(governance, clock)
     node_id = new_node_id(settings.node_id)
     manager = SessionManager(
         settings=settings,
@@ -75,8 +78,8 @@ def build_server(
         node_id=node_id,
         tracing=tracing,
         counters=governance if settings.budgets else None,
+        keys=keys,
     )
-    keys = KeyAuthority(governance, clock)
     admission = Admission(
         settings,
         clock=clock,

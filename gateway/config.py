@@ -169,6 +169,9 @@ class Settings(ProviderSettings):
     # Budgets (docs/keys.md): sessions charged and held to the limits of their key, user and
     # team. Off: nothing is counted or limited (keys still authenticate).
     budgets: bool = True
+    # Teams whose budget charges Prometheus counts (gateway_team_usage): a closed set, never a
+    # label per key or user. Empty: none.
+    metrics_teams: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     # Per-mode budgets (docs/tools.md section 7.2).
     voice_retrieval_calls: int = 2
@@ -236,7 +239,9 @@ class Settings(ProviderSettings):
             return [o.strip().rstrip("/") for o in value.split(",") if o.strip()]
         return value
 
-    @field_validator("twilio_roles", "anonymous_roles", "trusted_proxies", mode="before")
+    @field_validator(
+        "twilio_roles", "anonymous_roles", "trusted_proxies", "metrics_teams", mode="before"
+    )
     @classmethod
     def _split_roles(cls, value: object) -> object:
         if isinstance(value, str):

@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import getpass
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -148,6 +149,11 @@ def _tool_ids(location: StoreLocation) -> list[str]:
 
 
 def run_admin_command(args: argparse.Namespace) -> int:
+    from gateway.observability import configure_logging
+
+    # The audit lines (admin_action) go to stderr as the gateway's do; stdout is the answer.
+    fmt = os.environ.get("GATEWAY_LOG_FORMAT", "json").strip().lower()
+    configure_logging("console" if fmt == "console" else "json", "warning")
     try:
         location = StoreLocation()
     except ValidationError as exc:

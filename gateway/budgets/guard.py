@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from typing import Protocol
 
 import structlog
@@ -73,7 +74,9 @@ class SessionBudget:
         port: SessionPort,
         *,
         session_id: str,
+        on_charged: Callable[[Charge], None] | None = None,
     ) -> None:
+        """``on_charged``: told of each charge the store took (the team's metrics)."""
         self.plan = plan
         self._counters = counters
         self._clock = clock
@@ -86,9 +89,11 @@ class SessionBudget:
         self.exhausted: Reading | None = None
         self._ending: asyncio.Task[None] | None = None
         self._store_down = False
-        self._clock_from: float | None = None
+        # A session's budget is made as it opens, with its client attached: its time counts.
+        self._clock_from: float | None = clock.monotonic()
         self._accrued_s = 0.0
         self._log = _log.bind(session_id=session_id)
+        self._on_charged = on_charged
 
     # -- what the session reports ----------------------------------------------------------------
 
@@ -159,6 +164,8 @@ class SessionBudget:
                 self._log.warning("budget_charge_deferred", reason="store unavailable")
                 return
             self._store_down = False
+            if self._on_charged is not None and not charge.empty():
+                self._on_charged(charge)
             self._apply(assessment)
 
     async def _charge(self, charge: Charge, model: str | None) -> Assessment:

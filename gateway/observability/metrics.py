@@ -59,9 +59,15 @@ class Metrics:
     a client names otherwise counts as ``other``)."""
 
     def __init__(
-        self, tool_ids: Iterable[str] = (), models: Mapping[str, Mapping[str, str]] | None = None
+        self,
+        tool_ids: Iterable[str] = (),
+        models: Mapping[str, Mapping[str, str]] | None = None,
+        teams: Iterable[str] = (),
     ) -> None:
+        """``teams``: the closed set of teams whose budget charges are counted (never a label
+        per key or user)."""
         self._tool_ids = frozenset(tool_ids)
+        self._teams = frozenset(teams)
         self._models = {provider: dict(by_mode) for provider, by_mode in (models or {}).items()}
         self.multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
         self.registry = CollectorRegistry()
@@ -177,6 +183,21 @@ class Metrics:
             ["provider", "direction"],
             registry=r,
         )
+        self.team_usage = Counter(
+            "gateway_team_usage",
+            "Budget charges of the teams GATEWAY_METRICS_TEAMS names: tokens, spend, seconds",
+            ["team", "metric"],
+            registry=r,
+        )
+
+    def counts_team(self, team: str | None) -> bool:
+        return team is not None and team in self._teams
+
+    def count_team(self, team: str, tokens: float, spend: float, seconds: float) -> None:
+        """A budget charge of ``team`` (one of ``teams``: callers ask ``counts_team``)."""
+        for metric, amount in (("tokens", tokens), ("spend", spend), ("seconds", seconds)):
+            if amount:
+                self.team_usage.labels(team, metric).inc(amount)
 
     def store_error(self, op: str) -> None:
         """``op`` names a store operation: a closed set of the code's own words."""

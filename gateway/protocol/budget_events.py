@@ -1,4 +1,4 @@
-"""The protocol's extensions for keys and budgets (``docs/protocol.md`` 10.20, ``docs/keys.md``).
+"""The protocol's extensions for keys and budgets (``docs/protocol.md`` 10.19, ``docs/keys.md``).
 
 - ``budget.warning``: a limit of the session's key, user or team has passed its soft fraction
   (80 % by default): ``scope`` (``key``, ``user`` or ``team``), ``metric`` (``spend``,

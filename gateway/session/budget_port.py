@@ -8,10 +8,15 @@ import asyncio
 import contextlib
 from typing import Protocol
 
-from gateway.budgets import Reading
+from gateway.budgets import Charge, Reading
+from gateway.budgets.guard import SessionBudget
+from gateway.clock import Clock
+from gateway.governance import BudgetCounters
+from gateway.observability import Metrics
 from gateway.protocol import BudgetWarning, EndReason, JsonObject, ServerEvent
+from gateway.session.user import SessionUser
 
-__all__ = ["WRAP_UP", "BudgetedSession", "SessionBudgetPort"]
+__all__ = ["WRAP_UP", "BudgetedSession", "SessionBudgetPort", "budget_of"]
 
 # Given to the model at the user's next turn, as a SET_PENDING_MESSAGE would be.
 WRAP_UP = (
@@ -23,6 +28,8 @@ CANCEL_WAIT_S = 2.0
 
 
 class BudgetedSession(Protocol):
+    session_id: str
+
     def emit(self, event: ServerEvent) -> None: ...
 
     def wrap_up(self, message: str) -> None: ...
@@ -38,6 +45,33 @@ class BudgetedSession(Protocol):
     async def end(
         self, reason: EndReason, detail: str | None = None, budget: JsonObject | None = None
     ) -> None: ...
+
+
+def budget_of(
+    session: BudgetedSession,
+    user: SessionUser,
+    counters: BudgetCounters | None,
+    clock: Clock,
+    metrics: Metrics,
+) -> SessionBudget | None:
+    """The session's budget (None: nothing counted: budgets off, or a phone stream); its
+    team's charges counted by Prometheus when the operator listed the team."""
+    if user.plan is None or counters is None:
+        return None
+    team = user.tenant
+
+    def count_team(charge: Charge) -> None:
+        assert team is not None
+        metrics.count_team(team, charge.tokens, charge.spend, charge.seconds)
+
+    return SessionBudget(
+        user.plan,
+        counters,
+        clock,
+        SessionBudgetPort(session),
+        session_id=session.session_id,
+        on_charged=count_team if metrics.counts_team(team) else None,
+    )
 
 
 class SessionBudgetPort:

@@ -20,6 +20,7 @@ import structlog
 from gateway.clock import Clock
 from gateway.config import Settings
 from gateway.governance import BudgetCounters
+from gateway.governance.credentials import KeyAuthority
 from gateway.observability import Metrics, Tracing
 from gateway.protocol import (
     AudioFormat,
@@ -90,6 +91,7 @@ class SessionManager:
     tracing: Tracing | None = None
     # Where budgets are charged (gateway.governance; None: nothing is counted).
     counters: BudgetCounters | None = None
+    keys: KeyAuthority | None = None
     resumes: Resumes = field(init=False)
     slots: SessionSlots = field(init=False)
     # What every session here is built with (``opening.open_session``).
@@ -106,7 +108,7 @@ class SessionManager:
             counters=self.counters,
         )
         self.slots = SessionSlots(
-            self.settings, self.store, self.counters, self.clock, self.node_id
+            self.settings, self.store, self.counters, self.clock, self.node_id, self.keys
         )
 
     # -- start -----------------------------------------------------------------------------------
@@ -116,6 +118,7 @@ class SessionManager:
     ) -> Session:
         """A new session, announced to the client; raises ``StartRefused``."""
         self.refuse_while_draining(start)
+        user = await self.slots.with_budgets(user, start.event_id)
         if len(self.sessions) >= self.settings.max_sessions:
             raise StartRefused(
                 ErrorEvent(
@@ -267,6 +270,7 @@ class SessionManager:
         self, start: SessionStart, user: SessionUser, outbound: ClientOutput
     ) -> Session:
         self.refuse_while_draining(start)
+        user = await self.slots.with_budgets(user, start.event_id)
         return await self.resumes.resume(start, user, outbound)
 
     def park(self, session: Session) -> None:

@@ -26,7 +26,6 @@ import structlog
 from gateway.audio.convert import bytes_per_sample
 from gateway.audio.cues import holding_tone
 from gateway.audio.g711 import ulaw_encode
-from gateway.budgets.guard import SessionBudget
 from gateway.orchestrator import CallPolicy, ConfirmationBook, IntentState, TurnState
 from gateway.protocol import (
     BinaryAudio,
@@ -40,7 +39,7 @@ from gateway.protocol import (
     ServerEvent,
     SessionEnded,
 )
-from gateway.session.budget_port import SessionBudgetPort
+from gateway.session.budget_port import budget_of
 from gateway.session.client_events import ClientEvents
 from gateway.session.client_output import ClientOutput
 from gateway.session.client_tools import ClientToolBook
@@ -120,13 +119,7 @@ class Session:
         self.profile = Profile.of(setup)
         self.conversation = Conversation(parts.confirmation_ttl_s, usage=usage or SessionUsage())
         restore(self.conversation, setup)
-        self.budget = (
-            None
-            if user.plan is None or parts.counters is None
-            else SessionBudget(
-                user.plan, parts.counters, clock, SessionBudgetPort(self), session_id=session_id
-            )
-        )
+        self.budget = budget_of(self, user, parts.counters, clock, metrics)
         self.usage = UsageReporter(
             self.conversation.usage,
             self.profile,

@@ -6,12 +6,14 @@ with ``budget_exhausted``)."""
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 
 from gateway.budgets import Reading
 from gateway.budgets.guard import exhausted_now
 from gateway.clock import Clock
 from gateway.config import Settings
 from gateway.governance import BudgetCounters
+from gateway.governance.credentials import KeyAuthority
 from gateway.protocol import EndReason, ErrorCode, ErrorEvent, SessionEnded
 from gateway.session.refusals import StartRefused, store_unavailable
 from gateway.session.user import SessionUser
@@ -43,12 +45,25 @@ class SessionSlots:
         counters: BudgetCounters | None,
         clock: Clock,
         node_id: str,
+        keys: KeyAuthority | None = None,
     ) -> None:
         self._per_user = settings.max_sessions_per_user
         self._store = store
         self._counters = counters
         self._clock = clock
         self._node = node_id
+        self._keys = keys
+
+    async def with_budgets(self, user: SessionUser, event_id: str | None) -> SessionUser:
+        """``user`` with its budgets, read now if they could not be when it connected; raises
+        ``StartRefused`` (store_unavailable) while the store cannot be read."""
+        if not user.budgets_unread or self._keys is None or self._counters is None:
+            return user
+        try:
+            plan = await self._keys.plan(user.user_id, user.tenant)
+        except StoreUnavailable:
+            raise store_unavailable(event_id) from None
+        return replace(user, plan=plan, budgets_unread=False)
 
     def _budget_slots(self, user: SessionUser) -> list[tuple[str, int]]:
         return [] if user.plan is None else [(s.name, n) for s, n in user.plan.concurrent()]

@@ -22,3 +22,6 @@ class SessionUser:
     tools: tuple[str, ...] | None = None
     # The budgets of its key, user and team (None: nothing counted, e.g. a phone stream).
     plan: Plan | None = None
+    # The store could not be read when the credential was: its session's start reads them
+    # (``SessionSlots.with_budgets``), and is refused with store_unavailable while it cannot.
+    budgets_unread: bool = False

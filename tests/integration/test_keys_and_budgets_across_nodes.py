@@ -64,6 +64,7 @@ async def fleet(
         auth_secret=SECRET,
         admin="true",
         price_table=str(prices),
+        metrics_teams="support",
     ) as group:
         group.command = (str(REPO / "tests" / "clocked_gateway.py"),)
         group.env = {"TEST_CLOCK_FILE": str(tmp_path / "clock")}
@@ -71,13 +72,17 @@ async def fleet(
         yield group, a, b
 
 
-ADMIN = {"Authorization": f"Bearer {token('ops', ['admin'])}"}
+def admin_headers() -> dict[str, str]:
+    """An admin's JWT, made when used (a module-level one would expire in a long run)."""
+    return {"Authorization": f"Bearer {token('ops', ['admin'])}"}
 
 
 async def admin(
     group: Cluster, node: GatewayProcess, method: str, path: str, body: Any = None
 ) -> dict[str, Any]:
-    async with group.http.request(method, node.url + path, json=body, headers=ADMIN) as answer:
+    async with group.http.request(
+        method, node.url + path, json=body, headers=admin_headers()
+    ) as answer:
         found: dict[str, Any] = await answer.json()
         assert answer.status in (200, 201), found
         return found
@@ -266,6 +271,15 @@ async def test_a_team_budget_is_shared_by_its_keys(
     for node, secret in ((a, second), (b, first)):  # each key, on the other node
         status, body = await refused_with(group, node, secret)
         assert (status, body["error"]["budget"]["scope"]) == (429, "team")
+    counted = 0.0
+    for node in (a, b):  # the listed team's charges, in Prometheus; no key or user label
+        async with group.http.get(node.url + "/metrics") as page:
+            text = await page.text()
+        for line in text.splitlines():
+            if line.startswith('gateway_team_usage_total{metric="tokens",team="support"}'):
+                counted += float(line.rsplit(" ", 1)[1])
+        assert "k_" not in "".join(x for x in text.splitlines() if "team_usage" in x)
+    assert counted == row["tokens"]
 
 
 async def test_revoking_a_key_ends_its_sessions_on_every_node_within_a_second(

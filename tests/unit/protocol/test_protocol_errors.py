@@ -30,7 +30,7 @@ SPEC_ERROR_CODES = {
 
 
 # Extensions documented in docs/protocol.md (section 10).
-EXTENSION_ERROR_CODES = {"tool_call_not_found", "store_unavailable"}
+EXTENSION_ERROR_CODES = {"tool_call_not_found", "store_unavailable", "budget_exhausted"}
 
 
 def test_error_codes_are_exactly_the_documented_ones() -> None:
