@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
 
         quick = args.quick
         return budgets_bench.main(
-            args.reps or (1 if quick else 5), 10 if quick else 50, 3.0 if quick else 15.0, args.out
+            args.reps or (1 if quick else 5), 10 if quick else 50, 3.0 if quick else 30.0, args.out
         )
     if args.target == "relay" and args.provider == "gemini":
         from bench.relay import bench as relay_bench

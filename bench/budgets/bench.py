@@ -8,8 +8,9 @@ own). Repetitions are interleaved (the order turns each repetition).
 
 1. **A charged response** (the OpenAI Realtime fake in this process, tapped): from the moment
    the fake sends ``response.done`` to the moment the client gets the gateway's
-   ``response.done`` (both clocks are this process's ``perf_counter``), text turns of
-   ``SESSIONS`` sessions at once. Target: ``on`` adds at most 0.5 ms to the p99 of ``off``.
+   ``response.done`` (both clocks are this process's ``perf_counter``), ``TURNS`` text turns
+   of one session (this process is also the fake and the client: one session keeps its loop
+   quiet). Target: ``on`` adds at most 0.5 ms to the p99 of ``off``.
 2. **Relay CPU** (the fake in echo mode, a subprocess; the Python load generator of
    ``bench.relay``): gateway CPU per frame pair (``/proc/<pid>/stat``), 20 ms frames, the
    measured gateway pinned alone to one core. Target: ``on`` within 5 % of ``off``, judged by
@@ -57,8 +58,10 @@ from soak.redis_server import RedisServer, redis_path
 __all__ = ["main"]
 
 TARGETS = ("on", "off", "off_again")
-SESSIONS = 10
-TURNS = 20
+SESSIONS = 1
+TURNS = 100
+# A session's control events are rate limited (GATEWAY_CLIENT_EVENTS_PER_S, 20): turns this apart.
+TURN_GAP_S = 0.06
 PRICES = {"models": {"openai/*": {"input_text": 4.0, "output_text": 16.0, "output_audio": 64.0}}}
 # Limits the bench never reaches: every turn and response goes through the whole check.
 HIGH = Limits(
@@ -110,12 +113,17 @@ async def _turns(url: str, sent_at: Mapping[str, float], gaps: list[float]) -> N
         while (await ws.receive_json())["type"] != "session.started":
             pass
         for _ in range(TURNS):
+            await asyncio.sleep(TURN_GAP_S)
             await ws.send_json({"type": "text.send", "text": "say something"})
             while True:
                 message = await ws.receive()
                 if message.type != aiohttp.WSMsgType.TEXT:
+                    if message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED):
+                        raise RuntimeError(f"the gateway closed the session: {ws.close_code}")
                     continue
                 event = json.loads(message.data)
+                if event["type"] == "error":
+                    raise RuntimeError(f"the gateway refused a turn: {event}")
                 if event["type"] == "response.done":
                     arrived = time.perf_counter()
                     gaps.append(arrived - sent_at[event["response_id"]])

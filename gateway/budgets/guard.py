@@ -156,12 +156,15 @@ class SessionBudget:
             model, self._pending_model = self._pending_model, None
             try:
                 assessment = await self._charge(charge, model)
-            except StoreUnavailable:
+            except Exception as failure:  # the store's, or SQLite's: the charge is kept
                 self._store_down = True
                 self._pending = charge + self._pending  # sent with the next
                 if model is not None and self._pending_model is None:
                     self._pending_model = model
-                self._log.warning("budget_charge_deferred", reason="store unavailable")
+                if isinstance(failure, StoreUnavailable):
+                    self._log.warning("budget_charge_deferred", reason="store unavailable")
+                else:
+                    self._log.exception("budget_charge_failed")
                 return
             self._store_down = False
             if self._on_charged is not None and not charge.empty():

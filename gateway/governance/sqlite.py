@@ -26,6 +26,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS keys (
     key_id TEXT PRIMARY KEY, secret_hash TEXT NOT NULL UNIQUE, record BLOB NOT NULL,
     revoked_at REAL);
+CREATE INDEX IF NOT EXISTS keys_by_revocation ON keys (revoked_at);
 CREATE TABLE IF NOT EXISTS teams (team_id TEXT PRIMARY KEY, record BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS user_limits (user_id TEXT PRIMARY KEY, limits BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, total REAL NOT NULL);

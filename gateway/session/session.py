@@ -439,13 +439,13 @@ class Session:
         if self.ended.is_set():
             return
         self.usage.flush()  # the next node reports from the snapshot's sums
-        await self._settle_budget()  # its time here charged; the next node charges its own
         if self.trace is not None:
             self.trace.ended("handed_off")
         self.state = transition(self.state, "end")
         self.ended.set()  # readers and timers stop; emit drops everything
         self.tools.client_calls.let_go()  # no answer of the client can reach them here
         self.outbound = None
+        await self._settle_budget()  # its time here charged; the next node charges its own
         # A result the ledger marked delivered here reaches this upstream before it closes (the
         # new owner leaves it alone); deliveries asked for from now on are left to the new owner.
         with contextlib.suppress(TimeoutError):

@@ -9,14 +9,18 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
+import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 from harness import Client, Gateway, GatewayFactory, token
 from openai import AsyncOpenAI
 from structlog.testing import capture_logs
+from websockets.exceptions import ConnectionClosedError
 
+from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
 from gateway.keys import new_secret
 
 
@@ -232,3 +236,55 @@ async def test_no_key_material_reaches_the_logs(gateway: Gateway) -> None:
     assert secret not in text
     assert secret[3:20] not in text
     assert key_id in text  # the audit names the key by its id
+
+
+async def three_turns(client: AsyncOpenAI, seen: list[Any]) -> None:
+    """Text turns on ``/v1/realtime`` until the socket closes (three at most)."""
+    async with client.realtime.connect(model="gpt-realtime") as connection:
+        await connection.recv()  # session.created
+        await connection.session.update(session={"type": "realtime", "output_modalities": ["text"]})
+        for _ in range(3):
+            await connection.conversation.item.create(
+                item={
+                    "type": "message",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": "hello"}],
+                }
+            )
+            await connection.response.create()
+            async with asyncio.timeout(10):
+                async for event in connection:
+                    seen.append(event)
+                    if event.type in ("response.done", "error"):
+                        break
+
+
+async def test_a_realtime_client_hears_its_budget_run_out_in_openais_shape(
+    gateway_factory: GatewayFactory, tmp_path: Path
+) -> None:
+    """``/v1/realtime``: the response that spends the budget, then an ``error`` with code
+    ``budget_exhausted`` and the socket closed with 1008; the next connect is refused (429)."""
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"models": {"openai/*": {"input_text": 1000.0}}}))
+    async with FakeRealtimeServer(FakeOptions()) as fake:
+        gateway = await gateway_factory(
+            provider="openai",
+            openai_ws_url=fake.ws_url,
+            openai_api_key="sk-test",
+            admin=True,
+            price_table=prices,
+        )
+        _, secret = await make_key(gateway, budgets={"spend_per_day": 0.01})
+        client = AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=secret)
+        seen: list[Any] = []
+        with pytest.raises(ConnectionClosedError) as closed:
+            await three_turns(client, seen)
+        await client.close()
+        assert closed.value.rcvd is not None
+        assert closed.value.rcvd.code == 1008
+        errors = [event.error for event in seen if event.type == "error"]
+        assert [error.code for error in errors] == ["budget_exhausted"]
+        assert "budget exhausted: the key's spend for today" in errors[0].message
+        assert [e.type for e in seen].count("response.done") == 1
+        status, answer = await upgrade_status(gateway, secret)
+        assert (status, answer["error"]["code"]) == (429, "budget_exhausted")
