@@ -85,13 +85,8 @@ def session_setup(
             if (spec := registry.get(name)) is not None and not spec.allowed_for(roles)
         ]
         if denied:
-            raise StartRefused(
-                ErrorEvent(
-                    code=ErrorCode.FORBIDDEN,
-                    message=f"tools: not allowed for this user: {', '.join(map(repr, denied))}",
-                    event_id=start.event_id,
-                )
-            )
+            names = ", ".join(map(repr, denied))
+            raise _forbidden(f"tools: not allowed for this user: {names}", start)
     return SessionSnapshot(
         provider=start.provider or settings.provider,
         mode=start.mode.value,
@@ -118,24 +113,18 @@ def key_limits_checked(start: SessionStart, user: SessionUser, settings: Setting
     provider = start.provider or settings.provider
     model = start.model or provider
     if user.models is not None and not key_allows_model(user.models, provider, model):
-        raise StartRefused(
-            ErrorEvent(
-                code=ErrorCode.FORBIDDEN,
-                message=f"model: this key may not use {model!r}; it may use "
-                f"{', '.join(map(repr, user.models)) or 'no model'}",
-                event_id=start.event_id,
-            )
-        )
+        allowed = ", ".join(map(repr, user.models)) or "no model"
+        raise _forbidden(f"model: this key may not use {model!r}; it may use {allowed}", start)
     if user.tools is not None and start.tools is not None:
         denied = [name for name in start.tools if name not in user.tools]
         if denied:
-            raise StartRefused(
-                ErrorEvent(
-                    code=ErrorCode.FORBIDDEN,
-                    message=f"tools: this key may not use {', '.join(map(repr, denied))}",
-                    event_id=start.event_id,
-                )
-            )
+            raise _forbidden(f"tools: this key may not use {', '.join(map(repr, denied))}", start)
+
+
+def _forbidden(message: str, start: SessionStart) -> StartRefused:
+    return StartRefused(
+        ErrorEvent(code=ErrorCode.FORBIDDEN, message=message, event_id=start.event_id)
+    )
 
 
 def key_allows_model(allowed: tuple[str, ...], provider: str, model: str) -> bool:

@@ -175,22 +175,9 @@ async def test_a_key_holds_its_models_tools_and_concurrent_sessions(gateway: Gat
 async def test_an_unmodified_openai_sdk_client_uses_a_key(gateway: Gateway) -> None:
     key_id, secret = await make_key(gateway)
     client = AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=secret)
-    async with client.realtime.connect(model="local") as connection:
-        created = await connection.recv()
-        assert created.type == "session.created"
-        await connection.session.update(session={"type": "realtime", "output_modalities": ["text"]})
-        await connection.conversation.item.create(
-            item={
-                "type": "message",
-                "role": "user",
-                "content": [{"type": "input_text", "text": "hello"}],
-            }
-        )
-        await connection.response.create()
-        async with asyncio.timeout(10):
-            async for event in connection:
-                if event.type == "response.done":
-                    break
+    seen: list[Any] = []
+    await text_turns(client, seen, model="local", turns=1)
+    assert seen[-1].type == "response.done"
     await client.close()
     sessions = [s for s in gateway.manager.sessions.values() if s.user.key_id == key_id]
     assert sessions == []  # ended with the socket
@@ -238,12 +225,16 @@ async def test_no_key_material_reaches_the_logs(gateway: Gateway) -> None:
     assert key_id in text  # the audit names the key by its id
 
 
-async def three_turns(client: AsyncOpenAI, seen: list[Any]) -> None:
-    """Text turns on ``/v1/realtime`` until the socket closes (three at most)."""
-    async with client.realtime.connect(model="gpt-realtime") as connection:
-        await connection.recv()  # session.created
+async def text_turns(
+    client: AsyncOpenAI, seen: list[Any], *, model: str = "gpt-realtime", turns: int = 3
+) -> None:
+    """Text turns on ``/v1/realtime``, each until its ``response.done`` or an ``error``, until
+    the socket closes; every event in ``seen``."""
+    async with client.realtime.connect(model=model) as connection:
+        created = await connection.recv()
+        assert created.type == "session.created"
         await connection.session.update(session={"type": "realtime", "output_modalities": ["text"]})
-        for _ in range(3):
+        for _ in range(turns):
             await connection.conversation.item.create(
                 item={
                     "type": "message",
@@ -278,7 +269,7 @@ async def test_a_realtime_client_hears_its_budget_run_out_in_openais_shape(
         client = AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=secret)
         seen: list[Any] = []
         with pytest.raises(ConnectionClosedError) as closed:
-            await three_turns(client, seen)
+            await text_turns(client, seen)
         await client.close()
         assert closed.value.rcvd is not None
         assert closed.value.rcvd.code == 1008
