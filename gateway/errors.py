@@ -10,8 +10,13 @@
     │                                 (gateway.protocol: code, message, event_id, retryable, fatal)
     ├── ClientError                   the client did something illegal before a session exists
     │   ├── HandshakeRefused          not a WebSocket upgrade we accept (gateway.edges.socket)
-    │   ├── AuthError                 a token that cannot be used here
-    │   │   └── TokenRefused          (gateway.security.tokens)
+    │   ├── AuthError                 a credential that cannot be used here
+    │   │   ├── TokenRefused          a JWT (gateway.security.tokens)
+    │   │   └── KeyRefused            a gateway key (gateway.governance.credentials)
+    │   ├── BudgetInputError          limits that cannot be held, naming the field (also a
+    │   │   │                         ValueError; gateway.budgets.limits)
+    │   │   └── KeyInputError         admin input (gateway.keys.records; NotFound: no such
+    │   │                             key, team or user)
     │   └── StartRefused              ``session.start`` or a resume cannot be honoured
     │                                 (gateway.session.refusals)
     ├── ArgumentError                 the model's tool arguments are unusable, also a ValueError

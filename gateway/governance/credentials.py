@@ -11,6 +11,7 @@ import structlog
 
 from gateway.budgets import Limits, Plan, Scope
 from gateway.clock import Clock
+from gateway.errors import AuthError
 from gateway.governance.ports import KeyStore
 from gateway.keys.material import secret_hash, well_formed
 from gateway.keys.records import ApiKey
@@ -20,7 +21,7 @@ __all__ = ["KeyAuthority", "KeyRefused"]
 _log = structlog.get_logger("keys")
 
 
-class KeyRefused(Exception):
+class KeyRefused(AuthError):
     """The key cannot be used; ``str()`` is the reason for the client."""
 
 
