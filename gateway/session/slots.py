@@ -85,7 +85,12 @@ class SessionSlots:
                 )
             slots = self._budget_slots(user)
             if slots and self._counters is not None:
-                full = await self._counters.acquire_slots(session_id, self._node, slots)
+                try:
+                    full = await self._counters.acquire_slots(session_id, self._node, slots)
+                except StoreUnavailable:
+                    with contextlib.suppress(StoreUnavailable):  # all or none
+                        await self._release_user(user, session_id)
+                    raise
                 if full is not None:
                     await self._release_user(user, session_id)
                     limit = dict(slots)[full]
