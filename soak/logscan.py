@@ -54,6 +54,12 @@ class LogFindings:
         }
 
 
+def _head_and_tail(line: str) -> str:
+    # A JSON log line carries its traceback in one field: the event is at the head, the
+    # exception that names the cause at the tail.
+    return line if len(line) <= 1400 else f"{line[:400]} ... {line[-1000:]}"
+
+
 def scan_log(source: str, text: str, *, json_lines: bool) -> LogFindings:
     found = LogFindings(source)
     for line in text.splitlines():
@@ -63,7 +69,7 @@ def scan_log(source: str, text: str, *, json_lines: bool) -> LogFindings:
         if TRACEBACK in line:
             found.traceback_count += 1
             if len(found.tracebacks) < KEEP:
-                found.tracebacks.append(line[:600])
+                found.tracebacks.append(_head_and_tail(line))
         for needle in SUSPICIOUS:
             if needle in line and len(found.suspicious) < 20:
                 found.suspicious.append(line[:400])

@@ -35,7 +35,8 @@ def test_a_minute_of_soak_keeps_every_invariant(tmp_path: Path) -> None:
     assert report_file.exists(), f"no report (exit {done.returncode}):\n{done.stderr[-3000:]}"
     report = json.loads(report_file.read_text())
     violations = [f"{v['invariant']}: {v['detail']}" for v in report["violations"]]
-    assert violations == [], "\n".join(violations)
+    tracebacks = [t for log in report["logs"] for t in log["traceback_examples"]]
+    assert violations == [], "\n".join(violations + tracebacks)
     assert done.returncode == 0, done.stderr[-3000:]
     # It did what a soak does: every kind of session, faults of many kinds, both fleet faults.
     assert set(report["sessions"]["by_kind"]) == {
