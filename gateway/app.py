@@ -28,8 +28,11 @@ from gateway.governance.revocations import RevocationWatch
 from gateway.node import NodeRuntime, new_node_id
 from gateway.observability import Metrics, Tracing, configure_logging, tracing_from_environment
 from gateway.protocol import ALLOWED_SAMPLE_RATES
-from gateway.providers import configured_models, make_transport, warm_up_upstreams
+from gateway.providers import PROVIDERS, configured_models, make_transport, warm_up_upstreams
 from gateway.registry import Registry, load_registry
+from gateway.routing import load_catalog
+from gateway.routing.breaker import BreakerPolicy
+from gateway.routing.health import MemoryTargetHealth, TargetHealth
 from gateway.server import GatewayServer
 from gateway.session.manager import SessionManager, TransportFactory
 from gateway.store import MemoryStore, SessionStore, StoreUnavailable
@@ -65,6 +68,7 @@ def build_server(
     store = store if store is not None else build_store(settings, clock, metrics.store_error)
     governance = governance if governance is not None else build_governance(settings, store)
     keys = KeyAuthority(governance, clock)
+    catalog = None if settings.models is None else load_catalog(settings.models, PROVIDERS.names())
     node_id = new_node_id(settings.node_id)
     manager = SessionManager(
         settings=settings,
@@ -79,6 +83,8 @@ def build_server(
         tracing=tracing,
         counters=governance if settings.budgets else None,
         keys=keys,
+        catalog=catalog,
+        health=None if catalog is None else build_health(settings, store, clock),
     )
     admission = Admission(
         settings,
@@ -109,6 +115,30 @@ def build_server(
         admin=AdminRoutes(settings, admission, admin, clock) if settings.admin else None,
         revocations=RevocationWatch(governance, clock, manager.end_key_sessions),
     )
+
+
+def build_health(settings: Settings, store: SessionStore, clock: Clock) -> TargetHealth:
+    """The breakers of the aliases' targets: on Redis beside the sessions (every node sees
+    the same), else in this process."""
+    policy = BreakerPolicy(
+        failures=settings.breaker_failures,
+        window_s=settings.breaker_window_s,
+        cooldown_s=settings.breaker_cooldown_s,
+        half_open_probes=settings.breaker_probes,
+    )
+    if store.shared:
+        from gateway.routing.health_redis import RedisTargetHealth
+        from gateway.store.redis import RedisStore
+
+        if isinstance(store, RedisStore):
+            return RedisTargetHealth(
+                store.client,
+                policy,
+                clock,
+                settings.redis_prefix,
+                timeout_s=settings.store_timeout_s,
+            )
+    return MemoryTargetHealth(policy, clock)
 
 
 def build_governance(settings: Settings, store: SessionStore) -> Governance:

@@ -123,6 +123,19 @@ class Settings(ProviderSettings):
     # the user and the model said, a call's arguments and result), each only as people may
     # already see it (docs/operations.md section 2). Off: never.
     trace_content: bool = False
+    # Routing (docs/routing.md): the operator's model aliases (a TOML or JSON file), and when a
+    # session's target counts as stalled: no first output this long after the user's turn
+    # ended (per mode), or a response silent this long mid-way. Then it fails over.
+    models: Path | None = None
+    first_output_voice_s: float = Field(default=2.5, gt=0)
+    first_output_text_s: float = Field(default=5.0, gt=0)
+    output_gap_s: float = Field(default=3.0, gt=0)
+    # The breaker of each target: this many failures within the window open it for the
+    # cool-down; then this many sessions may try it (half-open) before it closes again.
+    breaker_failures: int = Field(default=3, ge=1)
+    breaker_window_s: float = Field(default=30.0, gt=0)
+    breaker_cooldown_s: float = Field(default=30.0, gt=0)
+    breaker_probes: int = Field(default=2, ge=1)
     # The event loop of `gateway serve`: uvloop where it is installed (Linux, macOS), or asyncio.
     event_loop: Literal["uvloop", "asyncio"] = "uvloop"
 
@@ -203,8 +216,10 @@ class Settings(ProviderSettings):
         default=None, validation_alias=AliasChoices("TWILIO_ACCOUNT_SID", "twilio_account_sid")
     )
     twilio_api_base: str = "https://api.twilio.com"
-    # A provider that speaks; None: GATEWAY_PROVIDER.
+    # A provider that speaks; None: GATEWAY_PROVIDER (or, with GATEWAY_MODELS, twilio_model).
     twilio_provider: str | None = None
+    # With GATEWAY_MODELS: the model alias a phone call is served by (None: the default alias).
+    twilio_model: str | None = None
     twilio_roles: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # Sent as the caller's first message, so the assistant speaks first; empty: wait for them.
     twilio_greeting: str = "The caller has just connected. Greet them briefly."

@@ -29,6 +29,7 @@ __all__ = [
     "UpstreamFailed",
     "UpstreamNotice",
     "UpstreamRecovered",
+    "UpstreamReplaced",
     "UserInputTranscribed",
 ]
 
@@ -162,6 +163,19 @@ class UpstreamFailed:
 
 
 @dataclass(frozen=True, slots=True)
+class UpstreamReplaced:
+    """Another upstream serves the session from here on (a failover): what follows comes
+    from it, at its own rates and encoding (``Transport.capabilities`` says them now)."""
+
+    provider: str
+    model: str | None
+    voice: str | None
+    reason: str  # what ended the previous one: connect, lost, stall_first_output, ...
+    previous: str  # the previous target, ``provider/model``
+    type: Literal["upstream.replaced"] = "upstream.replaced"
+
+
+@dataclass(frozen=True, slots=True)
 class Unknown:
     raw: Any = field(repr=False)
     type: Literal["unknown"] = "unknown"
@@ -182,5 +196,6 @@ UpstreamEvent = (
     | UpstreamNotice
     | UpstreamRecovered
     | UpstreamFailed
+    | UpstreamReplaced
     | Unknown
 )

@@ -125,6 +125,12 @@ class Metrics:
         self.upstream_reconnects = Counter(
             "gateway_upstream_reconnects_total", "Transparent upstream reconnects", registry=r
         )
+        self.failovers = Counter(
+            "gateway_upstream_failovers_total",
+            "Sessions moved to another target of their model alias, by target and reason",
+            ["previous", "target", "reason"],
+            registry=r,
+        )
         self.sessions_ended = Counter(
             "gateway_sessions_ended_total", "Sessions ended by reason", ["reason"], registry=r
         )

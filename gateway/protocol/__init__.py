@@ -53,6 +53,7 @@ from .encode import encode, encode_client_event
 from .errors import ErrorCode, ProtocolError
 from .json_types import JsonObject, JsonScalar, JsonValue
 from .moving_events import Recovery, SessionMoving
+from .routing_events import ProviderChanged
 from .server_events import (
     ConfirmationOutcome,
     ConfirmationRequested,
@@ -127,6 +128,7 @@ __all__ = [
     "Ping",
     "Pong",
     "ProtocolError",
+    "ProviderChanged",
     "Recovery",
     "ResponseCancel",
     "ResponseCreate",

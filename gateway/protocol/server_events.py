@@ -31,6 +31,7 @@ from .client_tool_events import ClientToolCancelled, ClientToolRequested
 from .errors import ErrorCode, ProtocolError
 from .json_types import JsonObject, JsonScalar, JsonValue
 from .moving_events import Recovery, SessionMoving
+from .routing_events import ProviderChanged
 from .tool_progress_events import ToolSlow
 
 __all__ = [
@@ -488,5 +489,6 @@ ServerEvent: TypeAlias = (
     | ClientToolRequested
     | ClientToolCancelled
     | BudgetWarning
+    | ProviderChanged
 )
 """Every event the gateway sends in a text frame (assistant audio goes in binary frames)."""

@@ -36,14 +36,17 @@ from gateway.protocol import (
     ToolInfo,
 )
 from gateway.registry import Registry
+from gateway.routing import ModelCatalog
+from gateway.routing.health import TargetHealth
 from gateway.session.client_output import ClientOutput
 from gateway.session.fan_out import for_each
-from gateway.session.opening import open_session, session_setup
+from gateway.session.opening import open_session
 from gateway.session.parts import SessionParts
 from gateway.session.refusals import StartRefused, store_unavailable
 from gateway.session.resume import Resumes
 from gateway.session.session import Session, SessionUser
 from gateway.session.slots import SessionSlots
+from gateway.session.start_setup import session_setup
 from gateway.store import (
     Fenced,
     SessionRecord,
@@ -92,6 +95,8 @@ class SessionManager:
     # Where budgets are charged (gateway.governance; None: nothing is counted).
     counters: BudgetCounters | None = None
     keys: KeyAuthority | None = None
+    catalog: ModelCatalog | None = None  # the operator's model aliases (GATEWAY_MODELS)
+    health: TargetHealth | None = None  # the breakers of their targets
     resumes: Resumes = field(init=False)
     slots: SessionSlots = field(init=False)
     # What every session here is built with (``opening.open_session``).
@@ -106,6 +111,8 @@ class SessionManager:
             metrics=self.metrics,
             audit=self.audit,
             counters=self.counters,
+            catalog=self.catalog,
+            health=self.health,
         )
         self.slots = SessionSlots(
             self.settings, self.store, self.counters, self.clock, self.node_id, self.keys
@@ -128,8 +135,15 @@ class SessionManager:
                     event_id=start.event_id,
                 )
             )
-        setup = session_setup(start, user, self.registry, self.settings)
         session_id = f"sess_{secrets.token_hex(12)}"
+        setup = session_setup(
+            start,
+            user,
+            self.registry,
+            self.settings,
+            catalog=self.parts.catalog,
+            session_id=session_id,
+        )
         await self.slots.acquire(user, session_id, start.event_id)
         try:
             session = await self.open(

@@ -1,39 +1,38 @@
-"""Opening a session: what ``session.start`` asks for (checked), and a ``Session`` on a connected
-upstream, wired with its runner and its standing in the store. Raises ``StartRefused``."""
+"""Opening a session: a ``Session`` on a connected upstream (the first target of its route that
+answers: ``upstream_connect``), wired with its runner and its standing in the store. What
+``session.start`` asks for is checked before (``start_setup``). Raises ``StartRefused``."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import dataclasses
 import time
-from collections.abc import Callable
 from typing import Protocol
 
 import structlog
 
 from gateway.config import Settings
 from gateway.observability import Tracing
-from gateway.protocol import (
-    ClientToolDeclaration,
-    EndReason,
-    ErrorCode,
-    ErrorEvent,
-    ProtocolError,
-    SessionEnded,
-    SessionStart,
-    tool_choice_wire,
-    turn_detection_wire,
-)
-from gateway.registry import Registry
-from gateway.session.client_tools import ClientToolBook, declarations_problem, model_declarations
+from gateway.protocol import ClientToolDeclaration, ProtocolError
+from gateway.routing import Target, route_of
+from gateway.routing.failover import Opened, RoutedTransport
+from gateway.session.client_tools import ClientToolBook
 from gateway.session.ownership import Ownership
 from gateway.session.parts import SessionParts
 from gateway.session.refusals import StartRefused
 from gateway.session.session import Session, SessionKeeper, SessionUser
-from gateway.session.snapshot import Profile
 from gateway.session.tool_batch import confirmation_key_ttl_s
-from gateway.session.tool_choice import offered_tools, tool_choice_problem
 from gateway.session.trace import SessionTrace
+from gateway.session.upstream_connect import (
+    ConnectFailed,
+    TransportFactory,
+    connect_route,
+    connect_target,
+    on_target,
+    serves_mode,
+    start_refused,
+    unanswered_tail,
+    upstream_config,
+)
 from gateway.store import SessionRecord, SessionSnapshot, SessionStore
 from gateway.toolrun import (
     AuditRecord,
@@ -43,213 +42,15 @@ from gateway.toolrun import (
     UsageRecord,
 )
 from gateway.usage import SessionUsage
-from transports.base import ToolDeclaration, Transport, TransportError, UpstreamConfig
+from transports.base import UpstreamConfig
 
 __all__ = [
     "SessionNode",
-    "key_allows_model",
-    "key_limits_checked",
     "open_session",
-    "session_setup",
     "stored_client_tools",
-    "tool_choice_checked",
 ]
 
 _log = structlog.get_logger("session.opening")
-
-TransportFactory = Callable[[str, Settings], Transport]
-
-
-def session_setup(
-    start: SessionStart, user: SessionUser, registry: Registry, settings: Settings
-) -> SessionSnapshot:
-    """A new session's setup from ``session.start``, its tools checked against the registry
-    and the user's roles (and the tools its client declared: ``client_tools_checked``)."""
-    client_tools_checked(start, user, registry, settings)
-    tool_choice_checked(start, user, registry, settings)
-    key_limits_checked(start, user, settings)
-    if start.tools is not None:
-        unknown = [name for name in start.tools if registry.get(name) is None]
-        if unknown:
-            raise StartRefused(
-                ErrorEvent(
-                    code=ErrorCode.INVALID_EVENT,
-                    message=f"tools: no tool named {', '.join(map(repr, unknown))}",
-                    event_id=start.event_id,
-                )
-            )
-        roles = frozenset(user.roles)
-        denied = [
-            name
-            for name in start.tools
-            if (spec := registry.get(name)) is not None and not spec.allowed_for(roles)
-        ]
-        if denied:
-            names = ", ".join(map(repr, denied))
-            raise _forbidden(f"tools: not allowed for this user: {names}", start)
-    return SessionSnapshot(
-        provider=start.provider or settings.provider,
-        mode=start.mode.value,
-        input_rate=start.audio.input_rate,
-        output_rate=start.audio.output_rate,
-        enabled_tools=user.tools if start.tools is None else tuple(start.tools),
-        instructions=start.instructions or settings.default_instructions,
-        model=start.model,
-        voice=start.voice,
-        locale=start.locale,
-        tool_dialect=None if start.tool_dialect is None else str(start.tool_dialect),
-        audio_encoding=start.audio.encoding,
-        client_tools=tuple(tool.to_dict() for tool in start.client_tools),
-        turn_detection=(
-            None if start.turn_detection is None else turn_detection_wire(start.turn_detection)
-        ),
-        tool_choice=None if start.tool_choice is None else tool_choice_wire(start.tool_choice),
-    )
-
-
-def key_limits_checked(start: SessionStart, user: SessionUser, settings: Settings) -> None:
-    """A gateway key names the models and tools it may use (None: any model, the tools its
-    roles allow): anything else is refused, naming it."""
-    provider = start.provider or settings.provider
-    model = start.model or provider
-    if user.models is not None and not key_allows_model(user.models, provider, model):
-        allowed = ", ".join(map(repr, user.models)) or "no model"
-        raise _forbidden(f"model: this key may not use {model!r}; it may use {allowed}", start)
-    if user.tools is not None and start.tools is not None:
-        denied = [name for name in start.tools if name not in user.tools]
-        if denied:
-            raise _forbidden(f"tools: this key may not use {', '.join(map(repr, denied))}", start)
-
-
-def _forbidden(message: str, start: SessionStart) -> StartRefused:
-    return StartRefused(
-        ErrorEvent(code=ErrorCode.FORBIDDEN, message=message, event_id=start.event_id)
-    )
-
-
-def key_allows_model(allowed: tuple[str, ...], provider: str, model: str) -> bool:
-    """``model``, ``provider/model`` or ``provider/*`` on the key's list."""
-    return bool({model, f"{provider}/{model}", f"{provider}/*"} & set(allowed))
-
-
-def tool_choice_checked(
-    start: SessionStart, user: SessionUser, registry: Registry, settings: Settings
-) -> None:
-    """A ``tool_choice`` the session can apply (``tool_choice_problem``)."""
-    if start.tool_choice is None:
-        return
-    declared = (tool.to_dict() for tool in start.client_tools)
-    offered = offered_tools(registry, user.roles, start.tools, declared)
-    provider = start.provider or settings.provider
-    dialect = None if start.tool_dialect is None else str(start.tool_dialect)
-    problem = tool_choice_problem(start.tool_choice, offered, provider, dialect)
-    if problem is not None:
-        raise StartRefused(
-            ErrorEvent(
-                code=ErrorCode.INVALID_EVENT,
-                message=f"session.start: {problem}",
-                event_id=start.event_id,
-            )
-        )
-
-
-def client_tools_checked(
-    start: SessionStart, user: SessionUser, registry: Registry, settings: Settings
-) -> None:
-    """No tool the client declared takes the name of a registry tool this user may use (the
-    model could not tell them apart), and each schema is one the upstream can take."""
-    provider = start.provider or settings.provider
-    visible = (spec.tool_id for spec in registry.visible_to(user.roles))
-    problem = declarations_problem(start.client_tools, visible, provider)
-    if problem is not None:
-        raise StartRefused(
-            ErrorEvent(
-                code=ErrorCode.INVALID_EVENT,
-                message=f"session.start: '{problem.at('client_tools')}' {problem.message}",
-                event_id=start.event_id,
-            )
-        )
-
-
-async def _refuse_unsupported_mode(
-    transport: Transport, setup: SessionSnapshot, event_id: str | None
-) -> None:
-    modes = transport.capabilities.modes
-    if setup.mode in modes:
-        return
-    await transport.close()
-    raise StartRefused(
-        ErrorEvent(
-            code=ErrorCode.FORBIDDEN,
-            message=f"mode: the {setup.provider} provider does not support {setup.mode} "
-            f"sessions (it supports {', '.join(sorted(modes))})",
-            event_id=event_id,
-        )
-    )
-
-
-async def _connect(
-    setup: SessionSnapshot,
-    user: SessionUser,
-    session_id: str,
-    event_id: str | None,
-    settings: Settings,
-    registry: Registry,
-    transports: TransportFactory,
-    client_tools: tuple[ClientToolDeclaration, ...],
-) -> Transport:
-    enabled = None if setup.enabled_tools is None else list(setup.enabled_tools)
-    visible = registry.visible_to(user.roles, enabled)
-    profile = Profile.of(setup)  # its turn detection and tool choice, as the upstream takes them
-    transport: Transport | None = None
-    try:
-        transport = transports(setup.provider, settings)
-        # Checked before connecting (no upstream opened for nothing) and after (a transport
-        # may only know its capabilities once connected).
-        await _refuse_unsupported_mode(transport, setup, event_id)
-        config = UpstreamConfig(
-            mode="voice" if setup.mode == "voice" else "text",
-            instructions=registry.model_instructions(setup.instructions, user.roles, enabled),
-            tools=[
-                *(
-                    ToolDeclaration(s.tool_id, s.description, s.provider_schemas, s.background)
-                    for s in visible
-                ),
-                *model_declarations(client_tools),
-            ],
-            client_input_rate=setup.input_rate,
-            client_output_rate=setup.output_rate,
-            client_encoding="pcmu" if setup.audio_encoding == "pcmu" else "pcm16",
-            model=setup.model,
-            voice=setup.voice,
-            locale=setup.locale,
-            session_id=session_id,
-            history=setup.history,
-            turn_detection=profile.turn_detection,
-            tool_choice=profile.tool_choice,
-            options={} if setup.tool_dialect is None else {"tool_dialect": setup.tool_dialect},
-        )
-        await asyncio.wait_for(
-            transport.connect(config), timeout=settings.upstream_connect_timeout_s + 5
-        )
-    except (TransportError, TimeoutError, OSError) as exc:
-        if transport is not None:
-            with contextlib.suppress(Exception):
-                await transport.close()
-        message = str(exc) or "the upstream did not answer"
-        retryable = exc.retryable if isinstance(exc, TransportError) else True
-        raise StartRefused(
-            ErrorEvent(
-                code=ErrorCode.UPSTREAM_UNAVAILABLE,
-                message=f"cannot open the {setup.provider} upstream: {message}",
-                retryable=retryable,
-                fatal=True,
-                event_id=event_id,
-            ),
-            ended=SessionEnded(reason=EndReason.UPSTREAM_FAILED, detail=message),
-        ) from None
-    await _refuse_unsupported_mode(transport, setup, event_id)
-    return transport
 
 
 class _CountingAudit:
@@ -339,14 +140,64 @@ async def open_session(
             epoch=epoch,
         )
     connecting_ns = time.time_ns()
+    catalog = parts.catalog
+    route = route_of(
+        None if catalog is None or setup.alias is None else catalog.get(setup.alias),
+        session_id=session_id,
+        current=Target(setup.provider, setup.model, setup.voice),
+    )
+
+    def configure(on: SessionSnapshot) -> UpstreamConfig:
+        return upstream_config(on, user, session_id, registry, client_tools)
+
     try:
-        transport = await _connect(
-            setup, user, session_id, event_id, settings, registry, node.transports, client_tools
-        )
+        try:
+            connected = await connect_route(
+                route,
+                setup,
+                configure,
+                transports=node.transports,
+                settings=settings,
+                health=parts.health,
+            )
+        except ConnectFailed as failed:
+            raise start_refused(failed, setup, event_id) from None
     except BaseException as failure:
         if trace is not None:  # refused (a mode the provider lacks) or the upstream failed
-            trace.ended("refused" if isinstance(failure, StartRefused) else "upstream_failed")
+            trace.ended(
+                "refused"
+                if isinstance(failure, StartRefused) and failure.ended is None
+                else "upstream_failed"
+            )
         raise
+    setup, transport = connected.setup, connected.transport
+    if route.fails_over:
+
+        async def open_target(target: Target) -> Opened:
+            history, unanswered = unanswered_tail(session.snapshot().history)
+            now = dataclasses.replace(session.snapshot(), history=history)
+            config = configure(on_target(now, target))
+            return Opened(
+                await connect_target(node.transports, settings, config, target.provider),
+                unanswered,
+            )
+
+        transport = RoutedTransport(
+            transport,
+            connected.target,
+            route,
+            mode=setup.mode,
+            open_target=open_target,
+            health=parts.health,
+            clock=clock,
+            first_output_s=(
+                settings.first_output_voice_s
+                if setup.mode == "voice"
+                else settings.first_output_text_s
+            ),
+            gap_s=settings.output_gap_s,
+            serves_mode=lambda target: serves_mode(target, session.profile.mode),
+        )
     if trace is not None:
         trace.upstream_connected(connecting_ns, provider=setup.provider)
     usage = SessionUsage()

@@ -13,6 +13,8 @@ from gateway.config import Settings
 from gateway.governance import BudgetCounters
 from gateway.observability import Metrics
 from gateway.registry import Registry
+from gateway.routing import ModelCatalog
+from gateway.routing.health import TargetHealth
 from gateway.session.holding_policy import NO_HOLDING, HoldingPolicy
 from gateway.toolrun import DEFAULT_BUDGETS, AuditSink, Mode, ModeBudget
 from gateway.usage import PriceTable
@@ -36,6 +38,10 @@ class SessionParts:
     prices: PriceTable | None = None
     # Where sessions charge their budgets (None: nothing is counted).
     counters: BudgetCounters | None = None
+    # The operator's model aliases (None: each session has the one provider it asks for), and
+    # the health of their targets, shared by the nodes when the store is.
+    catalog: ModelCatalog | None = None
+    health: TargetHealth | None = None
 
     @classmethod
     def of(
@@ -47,6 +53,8 @@ class SessionParts:
         metrics: Metrics,
         audit: AuditSink,
         counters: BudgetCounters | None = None,
+        catalog: ModelCatalog | None = None,
+        health: TargetHealth | None = None,
     ) -> SessionParts:
         """The parts ``settings`` configure; the operator's price table read once, here."""
         path = settings.price_table
@@ -62,4 +70,6 @@ class SessionParts:
             holding=HoldingPolicy(settings.holding_cue, settings.holding_line),
             prices=None if path is None else PriceTable.load(path),
             counters=counters,
+            catalog=catalog,
+            health=health,
         )

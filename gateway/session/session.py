@@ -46,6 +46,7 @@ from gateway.session.client_tools import ClientToolBook
 from gateway.session.ownership import Ownership
 from gateway.session.parts import SessionParts
 from gateway.session.ratelimit import TokenBucket
+from gateway.session.replacement import follow_replacement
 from gateway.session.snapshot import Conversation, Profile, restore, snapshot
 from gateway.session.states import SessionState, transition
 from gateway.session.tool_events import ToolWiring
@@ -57,7 +58,8 @@ from gateway.store import SessionSnapshot
 from gateway.toolrun import Caller, ToolRunner, UsageRecord
 from gateway.usage import SessionUsage, UsageReporter
 from tools._core import Intent
-from transports.base import ConversationItem, Transport
+from transports.base import Capabilities, ConversationItem, Transport
+from transports.events import UpstreamReplaced
 
 __all__ = ["Session", "SessionKeeper", "SessionUser"]
 
@@ -224,10 +226,15 @@ class Session:
     # -- wiring ------------------------------------------------------------------------------
 
     def upstream_ready(self) -> None:
-        capabilities = self.transport.capabilities
+        self.converters_for(self.transport.capabilities)
+        self.state = transition(self.state, "started")
+
+    def converters_for(self, capabilities: Capabilities) -> None:
         self.client.upstream_ready(capabilities)
         self.upstream.upstream_ready(capabilities)
-        self.state = transition(self.state, "started")
+
+    def upstream_replaced(self, event: UpstreamReplaced) -> None:
+        follow_replacement(self, event, self.transport)
 
     def share_event_budget(self, bucket: TokenBucket) -> None:
         """Spend the connection's event budget (its control frames spend from it too)."""

@@ -49,6 +49,7 @@ class Profile:
     client_tools: tuple[Mapping[str, Any], ...] = ()  # fixed for the session's life
     turn_detection: TurnDetection = field(default_factory=TurnDetection)
     tool_choice: ToolChoice = "auto"
+    alias: str | None = None  # the model alias asked for (failover follows its targets)
 
     @classmethod
     def of(cls, setup: SessionSnapshot) -> Profile:
@@ -76,6 +77,7 @@ class Profile:
             client_tools=setup.client_tools,
             turn_detection=turns,
             tool_choice=choice,
+            alias=setup.alias,
         )
 
 
@@ -117,6 +119,7 @@ def snapshot(profile: Profile, conversation: Conversation) -> SessionSnapshot:
         client_tools=profile.client_tools,
         turn_detection=turn_detection_wire(profile.turn_detection),
         tool_choice=tool_choice_wire(profile.tool_choice),
+        alias=profile.alias,
     )
 
 

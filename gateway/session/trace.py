@@ -91,6 +91,18 @@ class SessionTrace:
         )
         span.end()
 
+    def upstream_replaced(self, previous: str, target: str, reason: str) -> None:
+        """A failover: the session moved to another target of its model alias."""
+        span = self._child(
+            "gateway.upstream.failover",
+            {
+                "gateway.upstream.previous": previous,
+                "gateway.upstream.target": target,
+                "gateway.upstream.failover_reason": reason,
+            },
+        )
+        span.end()
+
     # -- turns and responses -----------------------------------------------------------------
 
     def turn_started(self, source: str) -> None:

@@ -63,6 +63,8 @@ class ResponseHost(Protocol):
 
     def boundary(self) -> None: ...
 
+    def upstream_replaced(self, event: up.UpstreamReplaced) -> None: ...
+
 
 class UpstreamEvents:
     def __init__(
@@ -110,6 +112,7 @@ class UpstreamEvents:
             up.UpstreamFailed: self._failed,
             up.UpstreamRecovered: self._recovered,
             up.UpstreamNotice: self._notice,
+            up.UpstreamReplaced: self._replaced,
         }
 
     def upstream_ready(self, capabilities: Capabilities) -> None:
@@ -306,6 +309,22 @@ class UpstreamEvents:
 
     async def _failed(self, event: up.UpstreamFailed) -> None:
         await self._host.end(EndReason.UPSTREAM_FAILED, event.message)
+
+    async def _replaced(self, event: up.UpstreamReplaced) -> None:
+        """Another upstream took over: what the user heard of the reply being spoken is all
+        they hear of it (as for a barge-in, the rest is dropped), and the reply ends
+        ``interrupted`` unless its end waits for its tool calls (the new upstream answers those)."""
+        current = self.cursor.current
+        if current is not None:
+            if self.cursor.barge_in(self._clock.monotonic(), can_truncate=False).interrupted:
+                if self._out is not None:
+                    self._out.reset()
+                outbound = self._host.outbound
+                if outbound is not None:
+                    outbound.discard_audio()
+            if not self._tools.holding(current.response_id):
+                await self._response_ended(up.ResponseDone(current.response_id, "interrupted"))
+        self._host.upstream_replaced(event)
 
     async def _recovered(self, event: up.UpstreamRecovered) -> None:
         self._metrics.upstream_reconnects.inc()

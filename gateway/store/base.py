@@ -100,6 +100,9 @@ class SessionSnapshot:
     # ``session.start``; None: the defaults, server turns and ``auto``).
     turn_detection: str | Mapping[str, Any] | None = None
     tool_choice: str | Mapping[str, Any] | None = None
+    # The model alias the client asked for (``GATEWAY_MODELS``): a failover picks the next of
+    # its targets, on any node; None: the session's one provider, as asked.
+    alias: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,6 +65,7 @@ def snapshot_to_json(snapshot: SessionSnapshot) -> bytes:
             "client_tools": [dict(tool) for tool in snapshot.client_tools],
             "turn_detection": snapshot.turn_detection,
             "tool_choice": snapshot.tool_choice,
+            "alias": snapshot.alias,
         }
     )
 
@@ -110,9 +111,14 @@ def snapshot_from_json(data: bytes | str) -> SessionSnapshot:
             client_tools=tuple(dict(tool) for tool in raw.get("client_tools", ())),
             turn_detection=raw.get("turn_detection"),  # absent before they existed
             tool_choice=raw.get("tool_choice"),
+            alias=_alias_of(raw.get("alias")),  # absent before aliases existed
         )
     except (KeyError, TypeError, ValueError, orjson.JSONDecodeError) as exc:
         raise ValueError(f"unreadable snapshot: {exc}") from None
+
+
+def _alias_of(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _usage_of(raw: Any) -> dict[str, Any]:

@@ -1,0 +1,143 @@
+"""A session on a model alias of two targets survives its first target failing: at the start
+(the provider refuses), mid-session (the connection is lost and cannot be opened again) and when
+the provider stalls. Real sockets, the official SDKs, the fakes; the client never reconnects.
+
+The alias file (``GATEWAY_MODELS``) is written per test. The OpenAI fake transcribes a voice
+utterance of N ms as ``audio:<N>ms``, as the Gemini fake does: what the fallback model heard is
+in its transcript.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import Fakes, Gateway, GatewayFactory, first, types
+
+from fakes.chat.server import FakeChatOptions, FakeChatServer
+from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def alias_file(tmp_path: Path, *targets: dict[str, Any], name: str = "assistant") -> Path:
+    path = tmp_path / "models.json"
+    path.write_text(json.dumps({"default": name, "models": {name: {"targets": list(targets)}}}))
+    return path
+
+
+@pytest.fixture
+async def openai_fakes() -> AsyncIterator[Callable[..., Awaitable[FakeRealtimeServer]]]:
+    fakes = Fakes(lambda **o: FakeRealtimeServer(FakeOptions(**o)))
+    yield fakes
+    await fakes.stop_all()
+
+
+@pytest.fixture
+async def chat_fakes() -> AsyncIterator[Callable[..., Awaitable[FakeChatServer]]]:
+    fakes = Fakes(lambda **o: FakeChatServer(FakeChatOptions(**o)))
+    yield fakes
+    await fakes.stop_all()
+
+
+async def openai_then_chat(
+    gateway_factory: GatewayFactory,
+    tmp_path: Path,
+    chat: FakeChatServer,
+    *,
+    openai_url: str,
+    **settings: Any,
+) -> Gateway:
+    models = alias_file(
+        tmp_path,
+        {"provider": "openai", "model": "gpt-realtime"},
+        {"provider": "chat", "model": "fake-chat-1"},
+    )
+    return await gateway_factory(
+        models=models,
+        openai_ws_url=openai_url,
+        openai_api_key="sk-test",
+        chat_base_url=chat.base_url,
+        chat_api_key="sk-chat",
+        chat_model="fake-chat-1",
+        upstream_reconnect_backoff_s=0.01,
+        **settings,
+    )
+
+
+async def test_a_start_on_a_refusing_provider_is_served_by_the_next_target(
+    gateway_factory: GatewayFactory,
+    tmp_path: Path,
+    chat_fakes: Callable[..., Awaitable[FakeChatServer]],
+) -> None:
+    chat = await chat_fakes()
+    gateway = await openai_then_chat(
+        gateway_factory, tmp_path, chat, openai_url=f"ws://127.0.0.1:{_closed_port()}/v1"
+    )
+    async with gateway.session("text", model="assistant") as client:
+        assert client.started["provider"] == "chat"
+        reply = await client.say("hello there")
+        assert first(reply, "response.done")["text"] == "You said: hello there"
+    # The refusal counted against the target that refused (its breaker).
+    states = await gateway.manager.parts.health.states()  # type: ignore[union-attr]
+    assert states["openai/gpt-realtime"].recent_failures == 1
+
+
+async def test_a_model_that_names_no_alias_is_refused_listing_the_aliases(
+    gateway_factory: GatewayFactory,
+    tmp_path: Path,
+    chat_fakes: Callable[..., Awaitable[FakeChatServer]],
+) -> None:
+    chat = await chat_fakes()
+    gateway = await openai_then_chat(
+        gateway_factory, tmp_path, chat, openai_url=f"ws://127.0.0.1:{_closed_port()}/v1"
+    )
+    async with gateway.connect() as client:
+        await client.send("session.start", mode="text", model="gpt-4o")
+        error = await client.last("error")
+        assert error["code"] == "invalid_event"
+        assert error["message"] == "model: no model named 'gpt-4o'; this gateway serves 'assistant'"
+
+
+async def test_a_lost_provider_moves_a_text_session_to_the_next_target_with_its_history(
+    gateway_factory: GatewayFactory,
+    tmp_path: Path,
+    openai_fakes: Callable[..., Awaitable[FakeRealtimeServer]],
+    chat_fakes: Callable[..., Awaitable[FakeChatServer]],
+) -> None:
+    openai, chat = await openai_fakes(), await chat_fakes()
+    gateway = await openai_then_chat(gateway_factory, tmp_path, chat, openai_url=openai.ws_url)
+    async with gateway.session("text", model="assistant") as client:
+        assert client.started["provider"] == "openai"
+        reply = await client.say("my name is Ada")
+        assert first(reply, "response.done")["text"] == "You said: my name is Ada"
+        await openai.stop()  # gone for good: the transparent reconnect fails too
+        changed = await client.last("session.provider_changed", within=10)
+        assert changed["provider"] == "chat"
+        assert changed["previous"] == "openai/gpt-realtime"
+        assert changed["reason"] == "lost"
+        reply = await client.say("and what now")
+        assert first(reply, "response.done")["text"] == "You said: and what now"
+        assert "session.ended" not in types(client.events)
+    # The chat model was given the conversation so far.
+    request = chat.requests[-1]
+    contents = [m.get("content") for m in request["messages"]]
+    assert "my name is Ada" in contents
+    assert "You said: my name is Ada" in contents
+    assert (
+        gateway.metric(
+            "gateway_upstream_failovers_total",
+            previous="openai/gpt-realtime",
+            target="chat/fake-chat-1",
+            reason="lost",
+        )
+        == 1
+    )
