@@ -46,7 +46,13 @@ from gateway.security import (
 from gateway.session import SessionUser
 from gateway.store import StoreUnavailable
 
-__all__ = ["UNCOUNTED_PATHS", "Admission", "AdmissionStore", "json_error"]
+__all__ = [
+    "UNCOUNTED_PATHS",
+    "Admission",
+    "AdmissionStore",
+    "bearer_or_query_token",
+    "json_error",
+]
 
 _log = structlog.get_logger("admission")
 
@@ -63,6 +69,13 @@ class AdmissionStore(Protocol):
     async def claim_once(self, key: str, ttl_s: float) -> bool: ...
 
     async def admit_address(self, address: str, per_minute: int, now: float) -> bool: ...
+
+
+def bearer_or_query_token(request: web.Request) -> str | None:
+    """The credential of a request: its bearer header, else ``?token=``."""
+    header = request.headers.get("Authorization", "")
+    token = header[7:].strip() if header.lower().startswith("bearer ") else None
+    return token or request.query.get("token")
 
 
 def json_error(
@@ -147,9 +160,7 @@ class Admission:
     async def user(self, request: web.Request) -> SessionUser | web.Response:
         """The user of a ``/v1/session`` upgrade (a bearer header or ``?token=``), or the
         refusal to answer with."""
-        header = request.headers.get("Authorization", "")
-        token = header[7:].strip() if header.lower().startswith("bearer ") else None
-        return await self.user_from_token(token or request.query.get("token"))
+        return await self.user_from_token(bearer_or_query_token(request))
 
     async def user_from_token(self, token: str | None) -> SessionUser | web.Response:
         """Who ``token`` (a gateway key or a JWT) names, with their budgets; or a refusal: 401

@@ -17,7 +17,7 @@ import structlog
 from aiohttp import web
 
 from gateway.admin.routes import AdminRoutes
-from gateway.admission import Admission, json_error
+from gateway.admission import Admission, bearer_or_query_token, json_error
 from gateway.config import Settings
 from gateway.edges.native.routes import NativeRoutes
 from gateway.edges.realtime.routes import RealtimeCompatRoutes
@@ -28,8 +28,9 @@ from gateway.handlers_in_flight import HandlersInFlight
 from gateway.http_tools.shared_client import close_shared_http_client
 from gateway.node import NodeRuntime
 from gateway.observability import Metrics
-from gateway.providers import close_shared_upstream_clients
+from gateway.providers import PROVIDERS, close_shared_upstream_clients
 from gateway.registry import Registry
+from gateway.routing.listing import models_listing
 from gateway.session.manager import SessionManager
 
 __all__ = ["GatewayServer"]
@@ -81,6 +82,7 @@ class GatewayServer:
         )
         native = NativeRoutes(self.settings, self.admission, self.manager, self.metrics)
         app.router.add_get("/v1/session", native.session_socket)
+        app.router.add_get("/v1/models", self.models)
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/readyz", self.readyz)
         if self.settings.metrics_port is None:  # else /metrics has a listen address of its own
@@ -162,6 +164,25 @@ class GatewayServer:
         await close_shared_upstream_clients()  # and no model turn
 
     # -- plain endpoints -----------------------------------------------------------------------
+
+    async def models(self, request: web.Request) -> web.Response:
+        """The models this caller may ask for (``/v1/session``'s ``model``, ``/v1/realtime``'s
+        ``?model=``), in OpenAI's list shape; credentials as for a session."""
+        user = await self.admission.identify(bearer_or_query_token(request))
+        if isinstance(user, web.Response):
+            return user
+        configured = {
+            record.name: record.default_models(self.settings)
+            for record in PROVIDERS
+            if record.missing(self.settings) is None
+        }
+        listing = models_listing(
+            self.manager.parts.catalog,
+            roles=user.roles,
+            key_models=user.models,
+            configured=configured,
+        )
+        return web.json_response(listing)
 
     async def healthz(self, _: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})

@@ -32,6 +32,7 @@ from gateway.routing.resolve import Route
 from gateway.routing.stall import StallWatch
 from transports import events as up
 from transports.base import (
+    AudioEncoding,
     Capabilities,
     Mode,
     ToolChoice,
@@ -48,6 +49,24 @@ _log = structlog.get_logger("routing.failover")
 # The user's audio kept for a replay: at most this much (the oldest goes first).
 BUFFER_S = 30.0
 CLOSE_WAIT_S = 2.0
+# After a replayed utterance whose turn had ended: enough silence for any detector to end it.
+END_OF_TURN_S = 1.0
+
+
+def _converted(
+    chunks: Sequence[bytes], source: tuple[AudioEncoding, int], target: tuple[AudioEncoding, int]
+) -> list[bytes]:
+    """``chunks`` in another format, one for one (the last carries the converter's tail)."""
+    convert = AudioConverter(*source, *target)
+    out = [convert.process(chunk) for chunk in chunks]
+    if out:
+        out[-1] += convert.flush()
+    return out
+
+
+def silence(seconds: float, encoding: str, rate: int) -> bytes:
+    samples = int(seconds * rate)
+    return b"\xff" * samples if encoding == "pcmu" else bytes(2 * samples)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +75,8 @@ class Opened:
     # The user's messages the previous target never answered, left out of the history given
     # to this one (they are given again as a turn, unless their audio is replayed).
     unanswered: tuple[str, ...] = ()
+    # The session's turns end when the client commits (push-to-talk), not by the provider.
+    manual_turns: bool = False
 
 
 OpenTarget = Callable[[Target], Awaitable[Opened]]
@@ -119,9 +140,14 @@ class RoutedTransport:
         raise AttributeError(name)
 
     def adopt(self) -> None:
-        """The session now converts its audio for the active target: no bridge needed."""
+        """The session now converts its audio for the active target: no bridge needed, and
+        the audio kept for a replay is in that format too."""
         caps = self._inner.capabilities
-        self._sent_format = (caps.encoding, caps.input_rate)
+        now = (caps.encoding, caps.input_rate)
+        if now != self._sent_format:
+            self._audio = _converted(self._audio, self._sent_format, now)
+            self._audio_bytes = sum(map(len, self._audio))
+        self._sent_format = now
         self._bridge = None
 
     async def connect(self, config: Any) -> None:
@@ -207,6 +233,7 @@ class RoutedTransport:
 
     async def _fail_over(self, reason: str) -> up.UpstreamReplaced | None:
         self._switching = True
+        owed = self._watch.deadline is not None
         self._watch.quiet()
         previous, old = self.target, self._inner
         try:
@@ -217,7 +244,7 @@ class RoutedTransport:
                 opened = await self._try(target)
                 if opened is None:
                     continue
-                await self._take_over(target, opened)
+                await self._take_over(target, opened, owed=owed)
                 self.failovers += 1
                 _log.warning(
                     "upstream_failed_over", previous=previous.key, target=target.key, reason=reason
@@ -250,7 +277,9 @@ class RoutedTransport:
             await self._health.success(target.key)
         return opened
 
-    async def _take_over(self, target: Target, opened: Opened) -> None:
+    async def _take_over(self, target: Target, opened: Opened, *, owed: bool) -> None:
+        """``owed``: the previous target owed an answer (a turn had ended, or a reply was under
+        way): the new one is given the user's turn again and answers it."""
         new = opened.transport
         self._inner, self.target = new, target
         self._calls.clear()
@@ -261,11 +290,17 @@ class RoutedTransport:
         if self._sent_format != (caps.encoding, caps.input_rate):
             self._bridge = AudioConverter(*self._sent_format, caps.encoding, caps.input_rate)
         replayed = await self._replay_audio(new)
-        if replayed:
-            await new.commit_audio(respond=True)
+        if replayed and owed:
+            if opened.manual_turns:
+                await new.commit_audio(respond=True)
+            else:  # its own detector ends the turn, as the previous one's did
+                await new.send_audio(silence(END_OF_TURN_S, caps.encoding, caps.input_rate))
             self._turn_ended()
-        elif opened.unanswered:
+        elif opened.unanswered and (owed or self._mode != "voice"):
             await new.send_text("\n".join(opened.unanswered))
+            self._turn_ended()
+        elif owed:
+            await new.request_response()
             self._turn_ended()
         deferred, self._deferred = self._deferred, []
         for send in deferred:
@@ -275,18 +310,9 @@ class RoutedTransport:
         if self._mode != "voice" or not self._audio:
             return False
         caps = new.capabilities
-        convert = AudioConverter(*self._sent_format, caps.encoding, caps.input_rate)
-        for chunk in self._audio:
-            pcm = convert.process(chunk)
+        for pcm in _converted(self._audio, self._sent_format, (caps.encoding, caps.input_rate)):
             if pcm:
                 await new.send_audio(pcm)
-        tail = convert.flush()
-        if tail:
-            await new.send_audio(tail)
-        # What is replayed now is in the new format: the buffer follows it.
-        self._audio.clear()
-        self._audio_bytes = 0
-        self._answered_mark = 0
         return True
 
     async def _close_quietly(self, transport: Transport) -> None:

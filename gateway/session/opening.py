@@ -180,6 +180,7 @@ async def open_session(
             return Opened(
                 await connect_target(node.transports, settings, config, target.provider),
                 unanswered,
+                manual_turns=session.profile.turn_detection.manual,
             )
 
         transport = RoutedTransport(

@@ -16,10 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Fakes, Gateway, GatewayFactory, first, types
+from harness import Fakes, Gateway, GatewayFactory, first, pcm_silence, pcm_tone, types
 
 from fakes.chat.server import FakeChatOptions, FakeChatServer
+from fakes.gemini_live.server import FakeGeminiOptions, FakeGeminiServer
 from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
+
+GEMINI_VOICE = "gemini-2.5-flash-native-audio-preview-09-2025"
 
 
 def _closed_port() -> int:
@@ -140,4 +143,83 @@ async def test_a_lost_provider_moves_a_text_session_to_the_next_target_with_its_
             reason="lost",
         )
         == 1
+    )
+
+
+@pytest.fixture(scope="module")
+def cert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("gemini-certs")
+
+
+@pytest.fixture
+async def gemini_fakes(cert_dir: Path) -> AsyncIterator[Callable[..., Awaitable[FakeGeminiServer]]]:
+    fakes = Fakes(lambda **o: FakeGeminiServer(FakeGeminiOptions(**o), cert_dir=cert_dir))
+    yield fakes
+    await fakes.stop_all()
+
+
+def gemini_settings(gemini: FakeGeminiServer) -> dict[str, Any]:
+    return {
+        "gemini_base_url": gemini.base_url,
+        "gemini_ca_file": gemini.ca_file,
+        "gemini_api_key": "test-key",
+        "gemini_model": GEMINI_VOICE,
+    }
+
+
+async def openai_then_gemini(
+    gateway_factory: GatewayFactory,
+    tmp_path: Path,
+    openai: FakeRealtimeServer,
+    gemini: FakeGeminiServer,
+    **settings: Any,
+) -> Gateway:
+    models = alias_file(
+        tmp_path,
+        {"provider": "openai", "model": "gpt-realtime", "voice": "marin"},
+        {"provider": "gemini", "model": GEMINI_VOICE, "voice": "Puck"},
+    )
+    return await gateway_factory(
+        models=models,
+        openai_ws_url=openai.ws_url,
+        openai_api_key="sk-test",
+        upstream_reconnect_backoff_s=0.01,
+        **gemini_settings(gemini),
+        **settings,
+    )
+
+
+async def frames(client: Any, pcm: bytes, rate: int = 16000) -> None:
+    step = rate * 20 // 1000 * 2
+    for start in range(0, len(pcm), step):
+        await client.send_raw(pcm[start : start + step])
+
+
+async def test_a_voice_session_loses_its_provider_mid_utterance_and_the_next_hears_all_of_it(
+    gateway_factory: GatewayFactory,
+    tmp_path: Path,
+    openai_fakes: Callable[..., Awaitable[FakeRealtimeServer]],
+    gemini_fakes: Callable[..., Awaitable[FakeGeminiServer]],
+) -> None:
+    openai, gemini = await openai_fakes(), await gemini_fakes()
+    gateway = await openai_then_gemini(gateway_factory, tmp_path, openai, gemini)
+    audio = {"input_rate": 16000, "output_rate": 16000}
+    async with gateway.session("voice", model="assistant", audio=audio) as client:
+        assert client.started["provider"] == "openai"
+        await frames(client, pcm_tone(300))
+        conn = await openai.wait_connections(1)
+        await conn.wait_for("input_audio_buffer.append", direction="in")
+        await openai.stop()  # mid-utterance: the transparent reconnect fails too
+        changed = await client.last("session.provider_changed", within=10)
+        assert (changed["provider"], changed["reason"]) == ("gemini", "lost")
+        await frames(client, pcm_tone(300) + pcm_silence(700))
+        events = await client.until_reply()
+    heard = first(events, "transcript.done", role="user")["text"]
+    assert heard == "audio:600ms"  # both halves of the tone: nothing the user said was lost
+    assert first(events, "response.done")["text"] == f"You said: {heard}"
+    assert (
+        gemini.connections[0].setup["generationConfig"]["speechConfig"]["voiceConfig"][
+            "prebuiltVoiceConfig"
+        ]["voiceName"]
+        == "Puck"
     )

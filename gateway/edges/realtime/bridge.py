@@ -93,10 +93,14 @@ class CompatBridge:
         check_tools: ToolCheck,
         show_tools: bool = False,
         write_now: WriteNow | None = None,
+        alias: bool = False,
     ) -> None:
         """``write_now``: the socket's synchronous writes, for the session's audio (the hot
-        path: a delta written as the session hands it over, while nothing waits before it)."""
+        path: a delta written as the session hands it over, while nothing waits before it).
+        ``alias``: ``model`` names one of the operator's model aliases, which picks the
+        upstream."""
         self._send = send
+        self._alias = alias
         self._write_now = write_now
         self._provider = provider
         self._check_tools = check_tools
@@ -154,7 +158,7 @@ class CompatBridge:
                 self._writer.cancel()
 
     def _wanted(self) -> SessionStart:
-        return session_start(self.view, self._provider, self._check_tools)
+        return session_start(self.view, self._provider, self._check_tools, alias=self._alias)
 
     async def _started(self) -> Session:
         """The session in use, made what the client's session shows (``StartRefused``: the

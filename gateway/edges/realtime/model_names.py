@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from gateway.config import Settings
 from gateway.providers import PROVIDERS, ProviderRecord, ProviderSettings
+from gateway.routing import ModelCatalog, NoSuchModel, pick_alias
 
 from .errors import CompatError
 
-__all__ = ["model_refusal", "provider_for_model", "served_models"]
+__all__ = ["alias_refusal", "model_refusal", "provider_for_model", "served_models"]
 
 
 def provider_for_model(model: str) -> str | None:
@@ -62,6 +63,18 @@ def model_refusal(model: str, settings: Settings) -> CompatError | None:
         f"The model '{model}' is not served by this gateway: {reason}. It serves {served}.",
         param="model",
     )
+
+
+def alias_refusal(
+    model: str, catalog: ModelCatalog, roles: tuple[str, ...], key_models: tuple[str, ...] | None
+) -> CompatError | None:
+    """With the operator's model aliases, ``model`` must name one this caller may use: None
+    when it does; else OpenAI's ``model_not_found`` naming those it may."""
+    try:
+        pick_alias(catalog, model, None, roles, key_models)
+    except NoSuchModel as refused:
+        return CompatError("model_not_found", str(refused), param="model")
+    return None
 
 
 def _listed(described: list[str]) -> str:

@@ -44,9 +44,12 @@ class Reopen:
 REOPEN: Final = Reopen()
 
 
-def session_start(view: SessionView, provider: str | None, check_tools: ToolCheck) -> SessionStart:
+def session_start(
+    view: SessionView, provider: str | None, check_tools: ToolCheck, *, alias: bool = False
+) -> SessionStart:
     """The gateway session the client's session is, as ``view`` shows it (``CompatError`` for
-    client tools that break the rules, which a ``session.update`` has checked already)."""
+    client tools that break the rules, which a ``session.update`` has checked already).
+    ``alias``: the model is one of the operator's aliases, passed on as it is."""
     voice = view.voice if isinstance(view.voice, str) else None
     record = PROVIDERS.get(provider)
     return SessionStart(
@@ -54,7 +57,9 @@ def session_start(view: SessionView, provider: str | None, check_tools: ToolChec
         provider=provider,
         # The model by its name where the name is the upstream's own (OpenAI's); the others
         # pick theirs by mode (Gemini's voice and text models differ), from the settings.
-        model=view.model if record is not None and record.model_names.passed_on else None,
+        model=(
+            view.model if alias or (record is not None and record.model_names.passed_on) else None
+        ),
         voice=voice,
         instructions=view.instructions or None,
         audio=AudioFormat(input_rate=AUDIO_RATE, output_rate=AUDIO_RATE),

@@ -26,7 +26,7 @@ from gateway.admission import Admission, json_error
 from gateway.config import Settings
 from gateway.edges.realtime.bridge import CompatBridge
 from gateway.edges.realtime.client_tools import ToolCheck
-from gateway.edges.realtime.model_names import model_refusal, provider_for_model
+from gateway.edges.realtime.model_names import alias_refusal, model_refusal, provider_for_model
 from gateway.edges.realtime.server_wire import SessionIds, close_code
 from gateway.edges.socket import ClientSocket, HandshakeRefused
 from gateway.protocol import EndReason, SessionStart
@@ -89,7 +89,12 @@ class RealtimeCompatRoutes:
             )
         except HandshakeRefused as bad:
             return json_error(bad.status, "bad_request", str(bad), bad.headers)
-        refusal = model_refusal(model, self.settings)
+        catalog = self.manager.parts.catalog
+        refusal = (
+            model_refusal(model, self.settings)
+            if catalog is None
+            else alias_refusal(model, catalog, user.roles, user.models)
+        )
         if refusal is not None:  # said at once, instead of a missing key at the first audio
             error = {"type": "error", "event_id": SessionIds()("event"), "error": refusal.payload()}
             await sock.send_text(orjson.dumps(error).decode())
@@ -115,7 +120,8 @@ class RealtimeCompatRoutes:
             await session.end(EndReason.CLIENT, "replaced before its first use")
             await manager.forget(session)
 
-        provider = provider_for_model(model)
+        alias = self.manager.parts.catalog is not None  # the alias picks the upstream
+        provider = None if alias else provider_for_model(model)
         bridge = CompatBridge(
             sock.send_text,
             model=model,
@@ -126,6 +132,7 @@ class RealtimeCompatRoutes:
             check_tools=self._tool_check(user, provider),
             show_tools=show_tools,
             write_now=(sock.writable_now, sock.write_text_now),
+            alias=alias,
         )
         sock.direct_text = bridge.audio_in_now
         reason = "client"

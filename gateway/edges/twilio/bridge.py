@@ -99,13 +99,17 @@ class TwilioBridge:
 
     # Lifecycle -------------------------------------------------------------------------------
 
-    async def open(self, start_session: StartSession, provider: str | None) -> Session:
-        """Start the writer and the pacer, then the voice session (8 kHz both ways)."""
+    async def open(
+        self, start_session: StartSession, provider: str | None, model: str | None = None
+    ) -> Session:
+        """Start the writer and the pacer, then the voice session (8 kHz both ways) on
+        ``provider`` or the model alias ``model`` (None: the gateway's default)."""
         self._writer = asyncio.create_task(self.outbound.run())
         self._pacer = asyncio.create_task(self._pace())
         start = SessionStart(
             mode=Mode.VOICE,
             provider=provider,
+            model=model,
             audio=AudioFormat(input_rate=TWILIO_RATE, output_rate=TWILIO_RATE, encoding="pcmu"),
         )
         self.session = await start_session(start, self.outbound)

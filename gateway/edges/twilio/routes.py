@@ -158,7 +158,9 @@ class TwilioRoutes:
             return session
 
         try:
-            session = await bridge.open(start_session, self.settings.twilio_provider)
+            session = await bridge.open(
+                start_session, self.settings.twilio_provider, self.settings.twilio_model
+            )
             _log.info("twilio_call_started", call_sid=start.call_sid, session_id=session.session_id)
             reader = asyncio.create_task(self._read(ws, bridge))
             ended = asyncio.create_task(bridge.ended.wait())
