@@ -71,6 +71,8 @@ __all__ = [
 ]
 
 RESULT_MARKER = "[TOOL_RESULT:"
+# How the chat transport replays tool activity of a conversation it did not hold itself.
+EARLIER_ACTIVITY = "Earlier tool activity:"
 Style = Literal["native", "json", "inline", "none"]
 _CODES = {400: "invalid_request_error", 401: "invalid_api_key", 429: "rate_limit_exceeded"}
 _RESULT_LINE = re.compile(r"^\[TOOL_RESULT:([^:\]]*):(success|error)\][ \t]*", re.MULTILINE)
@@ -231,10 +233,20 @@ class _Turn:
         start = max(user_at, assistant_at) + 1
         current = [r for m in messages[start:] if _is_result(m) for r in _results_of(m)]
         calls = _calls_of(messages[assistant_at]) if assistant_at >= 0 else {}
+        after_user = [
+            m for m in messages[user_at + 1 :] if m.get("role") in ("system", "developer")
+        ]
+        # The user text was acted on already: a reply follows it, or (a conversation replayed
+        # to this model after another's failure) the earlier model's tool activity does.
+        acted_on = assistant_at > user_at or any(
+            message_text(m).startswith(EARLIER_ACTIVITY) for m in after_user
+        )
         notes = [
             message_text(m)
             for m in messages[start:]
-            if m.get("role") in ("system", "developer") and assistant_at > user_at
+            if m.get("role") in ("system", "developer")
+            and acted_on
+            and not message_text(m).startswith(EARLIER_ACTIVITY)
         ]
         return cls(
             user_text=message_text(messages[user_at]).strip() if user_at >= 0 else "",

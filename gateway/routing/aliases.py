@@ -31,6 +31,8 @@ __all__ = [
 ]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")
+# Weights are shares: a bound keeps their sum finite (an infinite one would pick wrongly).
+MAX_WEIGHT = 1e6
 _TARGET_FIELDS = frozenset({"provider", "model", "voice", "weight"})
 _ALIAS_FIELDS = frozenset({"targets", "roles", "description"})
 
@@ -153,7 +155,7 @@ def parse_catalog(
 
 
 def _alias(name: object, entry: object, providers: Collection[str], at: str) -> Alias:
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise CatalogError(
             f"{at}: a model name is 1-128 letters, digits and . _ : / - (starting with a "
             "letter or digit)"
@@ -192,21 +194,22 @@ def _target(raw: object, providers: Collection[str], at: str) -> Target:
     if unknown:
         raise CatalogError(f"{at}: unknown field {sorted(unknown)[0]!r}")
     provider = raw.get("provider")
-    if provider not in providers:
+    if not isinstance(provider, str) or provider not in providers:
         raise CatalogError(
             f"{at}.provider: {provider!r} is not a provider of this build "
             f"({', '.join(sorted(providers))})"
         )
-    assert isinstance(provider, str)
     model, voice = raw.get("model"), raw.get("voice")
     for field, value in (("model", model), ("voice", voice)):
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise CatalogError(f"{at}.{field}: must be a non-empty string")
     weight = raw.get("weight")
     if weight is not None and (
-        isinstance(weight, bool) or not isinstance(weight, int | float) or not weight > 0
+        isinstance(weight, bool)
+        or not isinstance(weight, int | float)
+        or not 0 < weight <= MAX_WEIGHT
     ):
-        raise CatalogError(f"{at}.weight: must be a number above 0")
+        raise CatalogError(f"{at}.weight: must be a number above 0, at most {MAX_WEIGHT:g}")
     return Target(
         provider=provider,
         model=model,

@@ -296,7 +296,7 @@ class RoutedTransport:
             else:  # its own detector ends the turn, as the previous one's did
                 await new.send_audio(silence(END_OF_TURN_S, caps.encoding, caps.input_rate))
             self._turn_ended()
-        elif opened.unanswered and (owed or self._mode != "voice"):
+        elif opened.unanswered and owed:
             await new.send_text("\n".join(opened.unanswered))
             self._turn_ended()
         elif owed:

@@ -59,11 +59,16 @@ def pick_alias(
     key_models: tuple[str, ...] | None,
 ) -> Alias | None:
     """The alias ``model`` names (None: the default) for a caller with ``roles`` and a key
-    limited to ``key_models`` (None: any). None when the client asked for a provider directly
-    (no model, or a model that is no alias) and the default alias has no target of it: the
-    session then has that one provider, as without a catalog."""
+    limited to ``key_models`` (None: any); ``NoSuchModel`` when it names none, or one this
+    caller may not use. None when the client named a provider and no model, and the default
+    alias is not one it may use with that provider: the session then has that one provider,
+    as without a catalog (the key's models are checked for it as for any provider)."""
     name = catalog.default if model is None else model
     alias = catalog.get(name)
+    if model is None and provider is not None and alias is not None:
+        usable = alias.allowed_for(roles) and key_allows_alias(key_models, alias)
+        if not usable or all(t.provider != provider for t in alias.targets):
+            return None
     if alias is None:
         raise NoSuchModel(
             f"model: no model named {model!r}; this gateway serves "

@@ -38,6 +38,7 @@ from gateway.protocol import (
     ResponseDone,
     ServerEvent,
     SessionEnded,
+    ToolFinished,
 )
 from gateway.session.budget_port import budget_of
 from gateway.session.client_events import ClientEvents
@@ -50,6 +51,7 @@ from gateway.session.replacement import follow_replacement
 from gateway.session.snapshot import Conversation, Profile, restore, snapshot
 from gateway.session.states import SessionState, transition
 from gateway.session.tool_events import ToolWiring
+from gateway.session.tool_notes import result_note
 from gateway.session.toolflow import ToolFlow
 from gateway.session.trace import SessionTrace
 from gateway.session.upstream_events import UpstreamEvents
@@ -277,6 +279,8 @@ class Session:
     def emit(self, event: ServerEvent) -> None:
         if self.ended.is_set() and not isinstance(event, SessionEnded):
             return  # session.ended is the last event; late upstream events are dropped
+        if isinstance(event, ToolFinished):  # every outcome the model gets, for a replay
+            self.conversation.history.append(ConversationItem("tool", result_note(event)))
         if self.outbound is not None:
             # A response's end follows its audio; session.ended is the very last frame.
             ordered = isinstance(event, ResponseDone | SessionEnded)

@@ -36,6 +36,7 @@ from gateway.protocol import (
 from gateway.session.client_output import ClientOutput
 from gateway.session.playback import PlaybackCursor
 from gateway.session.snapshot import Conversation, Profile
+from gateway.session.tool_notes import call_note
 from gateway.session.toolflow import ToolFlow
 from gateway.session.trace import SessionTrace
 from gateway.usage import UsageReporter, token_counts
@@ -302,6 +303,9 @@ class UpstreamEvents:
     async def _tool_calls(self, event: up.ToolCallsRequested) -> None:
         if self._trace is not None:
             self._trace.tool_calls_requested(event.response_id)
+        history = self._conversation.history
+        for call in event.calls:  # what a replay to another upstream tells the model
+            history.append(ConversationItem("tool", call_note(call.name, call.arguments)))
         self._tools.start_batch(event)
 
     async def _tool_calls_cancelled(self, event: up.ToolCallsCancelled) -> None:
