@@ -120,6 +120,8 @@ class RoutedTransport:
         self._bridge: AudioConverter | None = None  # the session's format → the new target's
         self._calls: set[str] = set()  # the call ids the active target made
         self._responses: set[str] = set()
+        self._cut = False  # the last response was cut by the upstream's loss
+        self._barged = False  # the user spoke over the response in progress
         self.failovers = 0
 
     # -- what the session reads ------------------------------------------------------------------
@@ -190,8 +192,12 @@ class RoutedTransport:
             self._calls.update(c.call_id for c in event.calls)  # type: ignore[attr-defined]
         elif kind is up.ResponseStarted:
             self._responses.add(event.response_id)  # type: ignore[attr-defined]
+            self._cut = self._barged = False
         elif kind is up.ResponseDone:
             watch.response_done()
+            # Interrupted, but not by the user: the connection's loss cut it (the transport
+            # says so at its end). Whoever serves next owes the answer again.
+            self._cut = event.status == "interrupted" and not self._barged  # type: ignore[attr-defined]
             if event.status == "completed":  # type: ignore[attr-defined]
                 del self._audio[: self._answered_mark]
                 self._audio_bytes = sum(map(len, self._audio))
@@ -200,6 +206,7 @@ class RoutedTransport:
             self._turn_ended()
         elif kind is up.SpeechStarted:
             watch.quiet()
+            self._barged = True
         else:
             return
         self._arm()
@@ -233,7 +240,8 @@ class RoutedTransport:
 
     async def _fail_over(self, reason: str) -> up.UpstreamReplaced | None:
         self._switching = True
-        owed = self._watch.deadline is not None
+        owed = self._watch.deadline is not None or self._cut
+        self._cut = False
         self._watch.quiet()
         previous, old = self.target, self._inner
         try:

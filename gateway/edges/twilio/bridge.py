@@ -28,6 +28,7 @@ from gateway.protocol import (
     ConfirmationResolved,
     ErrorCode,
     ErrorEvent,
+    ProviderChanged,
     ResponseDone,
     ResponseStarted,
     ServerEvent,
@@ -201,8 +202,9 @@ class TwilioBridge:
                 if self.tracker.pending_frames:  # its padded last frame is still to be played
                     self._played_all.clear()
                 self._wake.set()
-            case SpeechStarted():
-                # Barge-in: nothing more of the reply may play. Twilio drops what it buffered.
+            case SpeechStarted() | ProviderChanged():
+                # Barge-in, or another upstream took over: nothing more of the reply may play
+                # (the caller hears no half-sentence twice). Twilio drops what it buffered.
                 self.tracker.clear()
                 await self._send(codec.clear(self.stream_sid))
             case ConfirmationRequested(confirmation_id=confirmation_id):
