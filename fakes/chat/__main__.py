@@ -2,7 +2,7 @@
 
 import sys
 
-from fakes.chat.server import main
+from fakes.chat.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -10,17 +10,24 @@ A ``Text`` marked ``unannounced`` (``/unknown``) carries what providers add with
 chunk of an ``object`` type the API reference does not list, and fields it does not list on the
 chunks and their deltas (``UNANNOUNCED_OBJECT``, ``UNANNOUNCED_FIELD``).
 
+Fault modes (``server.faults``, ``fakes.faults``), per request: ``refuse`` resets the connection
+before any answer; ``status`` answers the API's error JSON (``retry-after-ms``, and ``Retry-After``
+on a 429); neither request is logged. A stall takes the request as usual (logged, ``tap``) and
+holds the answer back until the client goes (aiohttp cancels the handler then): a streamed answer
+under ``stall_first_output`` gets its 200 and SSE headers and then no byte (as an API that has
+accepted the request and whose model never produces a token); under
+``stall_mid_response_after = N`` its first ``N`` SSE chunks (the role chunk counts); a
+non-streamed answer under either gets nothing at all, not even a status line.
+
 Run it alone with ``python -m fakes.chat --port P [--api-key K]``.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import itertools
 import logging
 import re
-import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -31,7 +38,9 @@ import orjson
 from aiohttp import web
 
 from fakes.chat.brain import Calls, Cut, FakeCall, FakeReply, HttpError, Text, decide
-from fakes.lifecycle import Served, run_until_signalled
+from fakes.fault_replies import openai_error_body, refuse
+from fakes.faults import Refuse, UpstreamFaults
+from fakes.lifecycle import Served
 
 __all__ = [
     "UNANNOUNCED_FIELD",
@@ -41,7 +50,6 @@ __all__ = [
     "FakeChatServer",
     "completion_object",
     "error_body",
-    "main",
     "stream_chunks",
     "text_pieces",
     "tool_call_deltas",
@@ -260,9 +268,15 @@ class FakeChatServer(Served):
     """
 
     def __init__(
-        self, options: FakeChatOptions | None = None, *, host: str = "127.0.0.1", port: int = 0
+        self,
+        options: FakeChatOptions | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        faults: UpstreamFaults | None = None,
     ) -> None:
         self.options = options or FakeChatOptions()
+        self.faults = faults or UpstreamFaults()  # read by every new request
         self.requests: list[dict[str, Any]] = []
         self.responses: list[FakeReply] = []
         self.usages: list[dict[str, int]] = []  # the usage chunk of each stream that sent one
@@ -289,7 +303,10 @@ class FakeChatServer(Served):
     async def start(self) -> None:
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # A client that goes cancels its handler: a stalled answer ends with its connection.
+        runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, handler_cancellation=True
+        )
         await runner.setup()
         await web.TCPSite(runner, self._host, self._port).start()
         self._runner = runner
@@ -328,9 +345,13 @@ class FakeChatServer(Served):
             peer = request.transport.get_extra_info("peername")
             if peer is not None:
                 self.peers.add((str(peer[0]), int(peer[1])))
+        if isinstance(fault := self.faults.take_connection_fault(), Refuse):
+            return refuse(request)
+        raw = await request.read()
+        if fault is not None:
+            return self._fault_error(fault)
         if request.method != "POST" or request.path not in _ROUTES:
             return _error(404, f"Invalid URL ({request.method} {request.path})", None, self.options)
-        raw = await request.read()
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -351,6 +372,8 @@ class FakeChatServer(Served):
         envelope = _envelope(body)
         if body.get("stream") is True:
             return await self._stream(request, reply, envelope)
+        if self.faults.take_whole_answer_stall():
+            await _until_cancelled()
         if isinstance(reply, Text) and reply.delay_ms > 0:
             await asyncio.sleep(reply.delay_ms / 1000)
         if isinstance(reply, Cut):  # nothing of the answer: the connection just goes
@@ -375,15 +398,20 @@ class FakeChatServer(Served):
         response = web.StreamResponse(headers=_headers() | {"Cache-Control": "no-cache"})
         response.content_type = "text/event-stream"
         await response.prepare(request)
+        faults = self.faults
         try:
+            if faults.take_stall_first() or faults.take_stall_mid(0):
+                await _until_cancelled()
             if isinstance(reply, Text) and reply.delay_ms > 0:
                 await asyncio.sleep(reply.delay_ms / 1000)
-            for delay_s, chunk in stream_chunks(reply, envelope, self.options):
+            for sent, (delay_s, chunk) in enumerate(stream_chunks(reply, envelope, self.options)):
                 if delay_s > 0:
                     await asyncio.sleep(delay_s)
                 if isinstance(chunk.get("usage"), dict):
                     self.usages.append(chunk["usage"])
                 await response.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+                if faults.take_stall_mid(sent + 1):
+                    await _until_cancelled()
             if isinstance(reply, Cut):
                 _drop(request)
                 return response
@@ -392,6 +420,18 @@ class FakeChatServer(Served):
         except ConnectionError:  # the client went away
             _log.info("fake chat client left during the stream")
         return response
+
+    def _fault_error(self, status: int) -> web.Response:
+        error = openai_error_body(status)["error"]
+        response = _error(status, error["message"], error["code"], self.options)
+        if status == 429:
+            response.headers["Retry-After"] = str(self.faults.retry_after_s)
+        return response
+
+
+async def _until_cancelled() -> None:
+    """A stall: wait until the handler is cancelled (the client went, or the server stops)."""
+    await asyncio.get_running_loop().create_future()
 
 
 def _envelope(body: dict[str, Any]) -> Envelope:
@@ -426,48 +466,3 @@ def _error(status: int, message: str, code: str | None, options: FakeChatOptions
         headers["retry-after-ms"] = str(options.retry_after_ms)
     body = error_body(status, message, code)
     return web.json_response(body, status=status, headers=headers, dumps=_dumps)
-
-
-# Command line ----------------------------------------------------------------------------------
-
-
-def _parse_args(argv: Sequence[str] | None) -> tuple[FakeChatOptions, str, int]:
-    parser = argparse.ArgumentParser(
-        prog="python -m fakes.chat",
-        description="A fake chat-completions server on http://HOST:PORT/v1.",
-    )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--api-key", default=None, help="only this Bearer key is accepted")
-    parser.add_argument("--fragment-size", type=int, default=3)
-    parser.add_argument("--no-interleave", action="store_true")
-    parser.add_argument("--split-names", action="store_true")
-    parser.add_argument("--omit-ids", action="store_true")
-    parser.add_argument("--no-empty-deltas", action="store_true")
-    parser.add_argument("--word-delay-ms", type=float, default=0.0)
-    parser.add_argument("--retry-after-ms", type=int, default=1)
-    parser.add_argument("--text-chunk-chars", type=int, default=None)
-    args = parser.parse_args(argv)
-    options = FakeChatOptions(
-        api_key=args.api_key,
-        fragment_size=args.fragment_size,
-        interleave=not args.no_interleave,
-        split_names=args.split_names,
-        omit_ids=args.omit_ids,
-        empty_deltas=not args.no_empty_deltas,
-        word_delay_s=args.word_delay_ms / 1000,
-        retry_after_ms=args.retry_after_ms,
-        text_chunk_chars=args.text_chunk_chars,
-    )
-    return options, args.host, args.port
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    options, host, port = _parse_args(argv)
-    server = FakeChatServer(options, host=host, port=port)
-    asyncio.run(run_until_signalled(server, lambda: server.base_url))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,6 +11,8 @@ Per connection there are:
 - timers: the connection lifetime (``goAway``, then close 1001) and the closes that follow a
   ``goAway``.
 
+The stall faults (``fakes.faults``) filter the session's actions on their way out (``stalls``).
+
 Every frame in both directions is logged (``log``, unless ``log_frames=False``): client
 messages as sent, server messages as built. ``received`` / ``sent`` / ``wait_for`` look messages
 up by key (client messages normalised to camelCase), and ``wait_for`` wakes on each new frame, so
@@ -29,9 +31,11 @@ from typing import Any
 import orjson
 from aiohttp import WSMessage, WSMsgType, web
 
+from fakes.faults import UpstreamFaults
 from fakes.gemini_live.memory import SessionStore
 from fakes.gemini_live.options import FakeGeminiOptions
 from fakes.gemini_live.session import FakeGeminiSession
+from fakes.gemini_live.stalls import TurnStalls
 from fakes.gemini_live.wire import (
     INTERNAL,
     Action,
@@ -53,6 +57,7 @@ _log = logging.getLogger(__name__)
 _BUG_REASON = "Internal error occurred"
 MAX_SERVER_FRAME = 2**20  # the SDK's websockets client refuses bigger frames
 _SUB_KEYED = ("serverContent", "realtimeInput", "clientContent", "toolCall")
+_HANG = Step(hang=True)  # a held-back turn's generation waits here until it is halted
 
 _Frame = tuple[bytes, Any]  # (frame, message to log)
 
@@ -72,9 +77,15 @@ class FakeGeminiConnection(ConnectionShell[FakeGeminiOptions, int, _Frame]):
     """One accepted WebSocket: the session, its frame log and the tasks that serve it."""
 
     def __init__(
-        self, options: FakeGeminiOptions, store: SessionStore, request: web.Request, number: int
+        self,
+        options: FakeGeminiOptions,
+        store: SessionStore,
+        request: web.Request,
+        number: int,
+        faults: UpstreamFaults | None = None,
     ) -> None:
         super().__init__(options, request, number)
+        self._stalls = TurnStalls(faults or UpstreamFaults())  # the stall faults
         self.path: str = request.path
         self.close_reason: str | None = None
         self.session = FakeGeminiSession(options, store)
@@ -215,6 +226,8 @@ class FakeGeminiConnection(ConnectionShell[FakeGeminiOptions, int, _Frame]):
         self._apply(self.session.close(code, reason))
 
     def _next_step(self, key: int) -> Step | None:
+        if self._stalls.hung(key):
+            return _HANG
         return self.session.next_step(key)
 
     def _delivery_failed(self, key: int) -> None:
@@ -222,7 +235,7 @@ class FakeGeminiConnection(ConnectionShell[FakeGeminiOptions, int, _Frame]):
         self._apply(self.session.close(INTERNAL, _BUG_REASON))
 
     def _apply(self, actions: Sequence[Action]) -> None:
-        for action in actions:
+        for action in self._stalls.filter(actions):
             if isinstance(action, Send):
                 if not self._closing:  # serialised only when it is to be sent
                     self._queue((orjson.dumps(action.message), action.message))

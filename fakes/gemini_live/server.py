@@ -10,6 +10,10 @@ upgrade on any path ending in
 key → HTTP 401 with a JSON body), accepts client frames up to 16 MiB with permessage-deflate, and
 keeps the resumption handles of every session (``handles``) across connections.
 
+Fault modes (``server.faults``, ``fakes.faults``): ``refuse`` resets a new upgrade request before
+any HTTP answer (after the TLS handshake) and ``status`` answers it with Google's error JSON
+(``fakes.fault_replies``); the stalls hold the model's turns back (``stalls``).
+
 Run it alone with ``python -m fakes.gemini_live --port P --cert-dir DIR``: it
 prints ``listening https://127.0.0.1:P`` and serves until SIGTERM or SIGINT.
 """
@@ -27,6 +31,8 @@ from pathlib import Path
 
 from aiohttp import web
 
+from fakes.fault_replies import gemini_error, refuse
+from fakes.faults import Refuse, UpstreamFaults, add_fault_arguments, faults_from_args
 from fakes.gemini_live.connection import FakeGeminiConnection
 from fakes.gemini_live.memory import SessionStore, Snapshot
 from fakes.gemini_live.options import FakeGeminiOptions
@@ -49,9 +55,17 @@ _PATH = re.compile(
 class FakeGeminiServer(ServerShell[FakeGeminiConnection]):
     """The fake on a loopback TLS port; ``async with FakeGeminiServer(cert_dir=d) as server:``."""
 
-    def __init__(self, options: FakeGeminiOptions | None = None, *, cert_dir: Path) -> None:
+    def __init__(
+        self,
+        options: FakeGeminiOptions | None = None,
+        *,
+        cert_dir: Path,
+        faults: UpstreamFaults | None = None,
+    ) -> None:
         super().__init__()
         self.options = options or FakeGeminiOptions()
+        # Fault modes (``fakes.faults``), read by every new connection and turn.
+        self.faults = faults or UpstreamFaults()
         self.store = SessionStore()
         self._certificate = ensure_certificate(Path(cert_dir))
 
@@ -80,6 +94,11 @@ class FakeGeminiServer(ServerShell[FakeGeminiConnection]):
         return "127.0.0.1" if host in ("", "0.0.0.0") else host
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        fault = self.faults.take_connection_fault()
+        if isinstance(fault, Refuse):
+            return refuse(request)
+        if fault is not None:
+            return gemini_error(fault, self.faults.retry_after_s)
         if _PATH.search(request.path) is None:
             return _error_response(404, "NOT_FOUND", f"Method not found: {request.path}")
         if (problem := self._auth_problem(request)) is not None:
@@ -93,7 +112,7 @@ class FakeGeminiServer(ServerShell[FakeGeminiConnection]):
             )
         await ws.prepare(request)
         connection = FakeGeminiConnection(
-            self.options, self.store, request, len(self.connections) + 1
+            self.options, self.store, request, len(self.connections) + 1, self.faults
         )
         await self._accept(connection)
         await connection.serve(ws)
@@ -131,7 +150,9 @@ def _error_response(status: int, code: str, message: str) -> web.Response:
 # Command line --------------------------------------------------------------------------------
 
 
-def _parse_args(argv: Sequence[str] | None) -> tuple[FakeGeminiOptions, str, int, Path]:
+def _parse_args(
+    argv: Sequence[str] | None,
+) -> tuple[FakeGeminiOptions, str, int, Path, UpstreamFaults]:
     parser = argparse.ArgumentParser(
         prog="python -m fakes.gemini_live",
         description="A faithful fake Gemini Live (BidiGenerateContent) server on https://HOST:PORT.",
@@ -150,7 +171,9 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[FakeGeminiOptions, str, int
     parser.add_argument("--no-log", action="store_true", help="keep no frame log")
     parser.add_argument("--no-interrupt", action="store_true", help="speech never interrupts")
     parser.add_argument("--strict-tool-ids", action="store_true")
+    add_fault_arguments(parser)
     args = parser.parse_args(argv)
+    faults = faults_from_args(parser, args)
     options = FakeGeminiOptions(
         api_key=args.api_key,
         pace=args.pace,
@@ -164,12 +187,12 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[FakeGeminiOptions, str, int
         interrupt_on_speech=not args.no_interrupt,
         strict_tool_ids=args.strict_tool_ids,
     )
-    return options, args.host, args.port, args.cert_dir
+    return options, args.host, args.port, args.cert_dir, faults
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    options, host, port, cert_dir = _parse_args(argv)
-    make_server = functools.partial(FakeGeminiServer, options, cert_dir=cert_dir)
+    options, host, port, cert_dir, faults = _parse_args(argv)
+    make_server = functools.partial(FakeGeminiServer, options, cert_dir=cert_dir, faults=faults)
     asyncio.run(serve_until_signalled(make_server, host, port, lambda server: server.base_url))
     return 0
 

@@ -15,7 +15,11 @@ and ``wait_for`` wakes on it, so tests wait for events instead of sleeping. In d
 (``dispatch``) the connections stamp each tool call they emit and its output's arrival in
 the server's ``dispatch_log``.
 
-Run it alone with ``python -m fakes.openai_realtime --port P``.
+Fault modes (``server.faults``, ``fakes.faults``): ``refuse`` resets a new upgrade request before
+any HTTP answer and ``status`` answers it with the API's error JSON (``fakes.fault_replies``);
+the stalls hold responses back (``stalls``).
+
+Run it alone with ``python -m fakes.openai_realtime --port P [--fault 503 --fault-count 2]``.
 """
 
 from __future__ import annotations
@@ -33,8 +37,11 @@ from typing import Any
 import orjson
 from aiohttp import WSMsgType, web
 
+from fakes.fault_replies import openai_error, refuse
+from fakes.faults import Refuse, UpstreamFaults, add_fault_arguments, faults_from_args
 from fakes.openai_realtime.dispatch import DispatchLog
 from fakes.openai_realtime.session import FakeOptions, FakeSession
+from fakes.openai_realtime.stalls import ResponseStalls
 from fakes.openai_realtime.wire import (
     Action,
     Begin,
@@ -53,6 +60,7 @@ __all__ = ["FakeConnection", "FakeOptions", "FakeRealtimeServer", "main"]
 _log = logging.getLogger(__name__)
 _BUG_REASON = "fake server error"
 _INSECURE_KEY_PROTOCOL = "openai-insecure-api-key."
+_HANG = Step(hang=True)  # a stalled response's delivery waits here until it is halted
 
 
 class FakeConnection(ConnectionShell[FakeOptions, str, Event | Stamp]):
@@ -65,9 +73,11 @@ class FakeConnection(ConnectionShell[FakeOptions, str, Event | Stamp]):
         number: int,
         dispatch_log: DispatchLog | None = None,
         ids: IdSource | None = None,
+        faults: UpstreamFaults | None = None,
     ) -> None:
         super().__init__(options, request, number)
         self._dispatch_log = dispatch_log
+        self._stalls = ResponseStalls(faults or UpstreamFaults())
         self.model: str = request.query.get("model", "")
         self._session = FakeSession(
             options, model=self.model, number=number, now_unix=time.time(), ids=ids
@@ -181,6 +191,8 @@ class FakeConnection(ConnectionShell[FakeOptions, str, Event | Stamp]):
         self._apply(self._session.expire())
 
     def _next_step(self, key: str) -> Step | None:
+        if self._stalls.stalled(key):
+            return _HANG
         return self._session.next_step(key)
 
     def _delivery_failed(self, key: str) -> None:
@@ -188,7 +200,7 @@ class FakeConnection(ConnectionShell[FakeOptions, str, Event | Stamp]):
         self._apply([*self._session.shut_down(), Close(1011, _BUG_REASON)])
 
     def _apply(self, actions: Sequence[Action]) -> None:
-        for action in actions:
+        for action in self._stalls.filter(actions):
             if isinstance(action, Send):
                 self._queue(action.event)
             elif isinstance(action, Close | Stamp):
@@ -207,10 +219,16 @@ class FakeRealtimeServer(ServerShell[FakeConnection]):
     """The fake on a loopback port; ``async with FakeRealtimeServer() as server: ...``."""
 
     def __init__(
-        self, options: FakeOptions | None = None, *, dispatch_timings: Path | None = None
+        self,
+        options: FakeOptions | None = None,
+        *,
+        dispatch_timings: Path | None = None,
+        faults: UpstreamFaults | None = None,
     ) -> None:
         super().__init__()
         self.options = options or FakeOptions()
+        # Fault modes (``fakes.faults``), read by every new connection and response.
+        self.faults = faults or UpstreamFaults()
         self.ids = IdSource()  # one source for every connection: ids never repeat on a server
         # Dispatch mode: the tool calls' stamps, also appended to ``dispatch_timings`` if given.
         self.dispatch_log = DispatchLog(dispatch_timings) if self.options.dispatch else None
@@ -221,6 +239,11 @@ class FakeRealtimeServer(ServerShell[FakeConnection]):
         return f"ws://{self._host}:{self._port}/v1"
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        fault = self.faults.take_connection_fault()
+        if isinstance(fault, Refuse):
+            return refuse(request)
+        if fault is not None:
+            return openai_error(fault, self.faults.retry_after_s)
         if not request.path.endswith("/realtime"):
             return _error_response(404, "not_found", f"Invalid URL (GET {request.path})")
         if not self._authorized(request):
@@ -237,7 +260,9 @@ class FakeRealtimeServer(ServerShell[FakeConnection]):
             return _error_response(426, "upgrade_required", "Expected a WebSocket upgrade.")
         await ws.prepare(request)
         number = len(self.connections) + 1
-        connection = FakeConnection(self.options, request, number, self.dispatch_log, self.ids)
+        connection = FakeConnection(
+            self.options, request, number, self.dispatch_log, self.ids, self.faults
+        )
         await self._accept(connection)
         await connection.serve(ws, beta="OpenAI-Beta" in request.headers)
         return ws
@@ -266,6 +291,13 @@ def _error_response(status: int, code: str, message: str) -> web.Response:
 
 
 def _parse_args(argv: Sequence[str] | None) -> tuple[FakeOptions, str, int, Path | None]:
+    options, host, port, timings, _ = _parse_command_line(argv)
+    return options, host, port, timings
+
+
+def _parse_command_line(
+    argv: Sequence[str] | None,
+) -> tuple[FakeOptions, str, int, Path | None, UpstreamFaults]:
     parser = argparse.ArgumentParser(
         prog="python -m fakes.openai_realtime",
         description="A faithful fake OpenAI Realtime (GA) server on ws://HOST:PORT/v1.",
@@ -295,7 +327,9 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[FakeOptions, str, int, Path
         default=None,
         help="append each call's stamps here as JSON lines (call_id, emitted_ns, received_ns)",
     )
+    add_fault_arguments(parser)
     args = parser.parse_args(argv)
+    faults = faults_from_args(parser, args)
     if args.dispatch and not args.echo:
         parser.error("--dispatch needs --echo")
     if args.timings is not None and not args.dispatch:
@@ -313,12 +347,14 @@ def _parse_args(argv: Sequence[str] | None) -> tuple[FakeOptions, str, int, Path
         dispatch=args.dispatch,
         dispatch_tool=args.dispatch_tool,
     )
-    return options, args.host, args.port, args.timings
+    return options, args.host, args.port, args.timings, faults
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    options, host, port, timings = _parse_args(argv)
-    make_server = functools.partial(FakeRealtimeServer, options, dispatch_timings=timings)
+    options, host, port, timings, faults = _parse_command_line(argv)
+    make_server = functools.partial(
+        FakeRealtimeServer, options, dispatch_timings=timings, faults=faults
+    )
     asyncio.run(serve_until_signalled(make_server, host, port, lambda server: server.ws_url))
     return 0
 
