@@ -30,15 +30,17 @@ from gateway.observability import Metrics, Tracing, configure_logging, tracing_f
 from gateway.protocol import ALLOWED_SAMPLE_RATES
 from gateway.providers import PROVIDERS, configured_models, make_transport, warm_up_upstreams
 from gateway.registry import Registry, load_registry
-from gateway.routing import load_catalog
+from gateway.routing import ModelCatalog, Target, load_catalog
 from gateway.routing.breaker import BreakerPolicy
 from gateway.routing.health import MemoryTargetHealth, TargetHealth
+from gateway.routing.pool import WarmPool
 from gateway.server import GatewayServer
 from gateway.session.manager import SessionManager, TransportFactory
 from gateway.store import MemoryStore, SessionStore, StoreUnavailable
 from gateway.toolrun import AuditSink, ResultCache, StructlogAuditSink
 
 __all__ = ["build_server", "run"]
+from transports.base import Prewarm, WarmUpstream
 
 _log = structlog.get_logger("app")
 
@@ -69,6 +71,7 @@ def build_server(
     governance = governance if governance is not None else build_governance(settings, store)
     keys = KeyAuthority(governance, clock)
     catalog = None if settings.models is None else load_catalog(settings.models, PROVIDERS.names())
+    health = None if catalog is None else build_health(settings, store, clock)
     node_id = new_node_id(settings.node_id)
     manager = SessionManager(
         settings=settings,
@@ -84,7 +87,8 @@ def build_server(
         counters=governance if settings.budgets else None,
         keys=keys,
         catalog=catalog,
-        health=None if catalog is None else build_health(settings, store, clock),
+        health=health,
+        pool=build_pool(settings, catalog, transports, clock, health),
     )
     admission = Admission(
         settings,
@@ -114,6 +118,39 @@ def build_server(
         governance=governance,
         admin=AdminRoutes(settings, admission, admin, clock) if settings.admin else None,
         revocations=RevocationWatch(governance, clock, manager.end_key_sessions),
+    )
+
+
+def build_pool(
+    settings: Settings,
+    catalog: ModelCatalog | None,
+    transports: TransportFactory,
+    clock: Clock,
+    health: TargetHealth | None,
+) -> WarmPool | None:
+    """Warm connections for the targets that keep some (``GATEWAY_POOL_SIZE``, or a target's
+    own ``pool`` in the alias file) and whose provider can open one ahead (``Prewarm``); the
+    aliases' targets, or without aliases the default provider. None: nothing to keep."""
+    targets = (
+        [Target(settings.provider)]
+        if catalog is None
+        else list({t.key: t for a in catalog.aliases.values() for t in a.targets}.values())
+    )
+    sizes = [
+        (target, settings.pool_size if target.pool is None else target.pool)
+        for target in targets
+        if isinstance(transports(target.provider, settings), Prewarm)
+    ]
+    if not any(size for _, size in sizes):
+        return None
+
+    async def open_warm(target: Target) -> WarmUpstream:
+        transport = transports(target.provider, settings)
+        assert isinstance(transport, Prewarm)
+        return await transport.open_warm(target.model)
+
+    return WarmPool(
+        sizes, idle_s=settings.pool_idle_s, open_warm=open_warm, clock=clock, health=health
     )
 
 

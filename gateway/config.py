@@ -136,6 +136,11 @@ class Settings(ProviderSettings):
     breaker_window_s: float = Field(default=30.0, gt=0)
     breaker_cooldown_s: float = Field(default=30.0, gt=0)
     breaker_probes: int = Field(default=2, ge=1)
+    # Warm connections per target (Prewarm providers: OpenAI Realtime), opened before sessions
+    # ask: how many each target keeps (0: off; an alias file's target may set its own "pool"),
+    # and how long one may wait unused before it is replaced by a fresh one.
+    pool_size: int = Field(default=0, ge=0, le=16)
+    pool_idle_s: float = Field(default=60.0, gt=0)
     # The event loop of `gateway serve`: uvloop where it is installed (Linux, macOS), or asyncio.
     event_loop: Literal["uvloop", "asyncio"] = "uvloop"
 

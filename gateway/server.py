@@ -127,6 +127,8 @@ class GatewayServer:
             await self.node.start()
         if self.revocations is not None:
             self.revocations.start()
+        if self.manager.pool is not None:
+            self.manager.pool.start()
         if self.metrics.multiprocess:
             app["frames_flush"] = asyncio.create_task(self._flush_frames())
 
@@ -153,6 +155,8 @@ class GatewayServer:
             flush.cancel()
             self.metrics.flush_frames()
         await self.manager.end_all()
+        if self.manager.pool is not None:
+            await self.manager.pool.close()
         if self.revocations is not None:
             await self.revocations.stop()
         if self.node is not None:

@@ -20,6 +20,7 @@ __all__ = [
     "DirectAudio",
     "ForcedTool",
     "HoldingLines",
+    "Prewarm",
     "ScheduledResults",
     "ToolChoice",
     "ToolDeclaration",
@@ -28,6 +29,7 @@ __all__ = [
     "TransportError",
     "TurnDetection",
     "UpstreamConfig",
+    "WarmUpstream",
     "follow_up_choice",
 ]
 
@@ -251,6 +253,30 @@ class ScheduledResults(Protocol):
     once idle or after cancelling the reply, ``add_context`` for a silent one)."""
 
     async def send_scheduled_result(self, result: ToolResult, delivery: Delivery) -> None: ...
+
+
+class WarmUpstream(Protocol):
+    """An upstream connection opened before the session it will serve is known (a pool's)."""
+
+    @property
+    def alive(self) -> bool:
+        """Still open (the provider may close an idle connection)."""
+        ...
+
+    async def wait_closed(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class Prewarm(Protocol):
+    """A transport whose provider lets a connection be opened before its session's
+    configuration is known: ``open_warm`` opens one (for a pool), ``connect_warm`` is
+    ``connect`` on it. What is left at the session's start is the configuration itself."""
+
+    async def open_warm(self, model: str | None) -> WarmUpstream: ...
+
+    async def connect_warm(self, config: UpstreamConfig, warm: WarmUpstream) -> None: ...
 
 
 @runtime_checkable

@@ -33,7 +33,8 @@ __all__ = [
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")
 # Weights are shares: a bound keeps their sum finite (an infinite one would pick wrongly).
 MAX_WEIGHT = 1e6
-_TARGET_FIELDS = frozenset({"provider", "model", "voice", "weight"})
+_TARGET_FIELDS = frozenset({"provider", "model", "voice", "weight", "pool"})
+MAX_POOL = 16  # warm connections one node keeps open for one target, at most
 _ALIAS_FIELDS = frozenset({"targets", "roles", "description"})
 
 
@@ -50,6 +51,7 @@ class Target:
     model: str | None = None
     voice: str | None = None
     weight: float | None = None  # set: the target shares new sessions in proportion
+    pool: int | None = None  # warm connections kept for it (None: GATEWAY_POOL_SIZE)
 
     @property
     def key(self) -> str:
@@ -210,9 +212,15 @@ def _target(raw: object, providers: Collection[str], at: str) -> Target:
         or not 0 < weight <= MAX_WEIGHT
     ):
         raise CatalogError(f"{at}.weight: must be a number above 0, at most {MAX_WEIGHT:g}")
+    pool = raw.get("pool")
+    if pool is not None and (
+        isinstance(pool, bool) or not isinstance(pool, int) or not 0 <= pool <= MAX_POOL
+    ):
+        raise CatalogError(f"{at}.pool: must be a whole number from 0 to {MAX_POOL}")
     return Target(
         provider=provider,
         model=model,
         voice=voice,
         weight=None if weight is None else float(weight),
+        pool=pool,
     )

@@ -8,6 +8,7 @@ catalog's default); a provider asked for as well goes first among the alias's ta
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -113,7 +114,7 @@ def first_target(alias: Alias, session_id: str, provider: str | None, voice: str
         order = [t for t in order if t.provider == provider]
     target = order[0]
     if target.voice is None and voice is not None:
-        return Target(target.provider, target.model, voice, target.weight)
+        return dataclasses.replace(target, voice=voice)
     return target
 
 

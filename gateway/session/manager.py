@@ -38,6 +38,7 @@ from gateway.protocol import (
 from gateway.registry import Registry
 from gateway.routing import ModelCatalog
 from gateway.routing.health import TargetHealth
+from gateway.routing.pool import WarmPool
 from gateway.session.client_output import ClientOutput
 from gateway.session.fan_out import for_each
 from gateway.session.opening import open_session
@@ -97,6 +98,7 @@ class SessionManager:
     keys: KeyAuthority | None = None
     catalog: ModelCatalog | None = None  # the operator's model aliases (GATEWAY_MODELS)
     health: TargetHealth | None = None  # the breakers of their targets
+    pool: WarmPool | None = None  # connections opened ahead
     resumes: Resumes = field(init=False)
     slots: SessionSlots = field(init=False)
     # What every session here is built with (``opening.open_session``).
@@ -113,6 +115,7 @@ class SessionManager:
             counters=self.counters,
             catalog=self.catalog,
             health=self.health,
+            pool=self.pool,
         )
         self.slots = SessionSlots(
             self.settings, self.store, self.counters, self.clock, self.node_id, self.keys

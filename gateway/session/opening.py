@@ -159,6 +159,7 @@ async def open_session(
                 transports=node.transports,
                 settings=settings,
                 health=parts.health,
+                pool=parts.pool,
             )
         except ConnectFailed as failed:
             raise start_refused(failed, setup, event_id) from None
@@ -178,7 +179,7 @@ async def open_session(
             now = dataclasses.replace(session.snapshot(), history=history)
             config = configure(on_target(now, target))
             return Opened(
-                await connect_target(node.transports, settings, config, target.provider),
+                await connect_target(node.transports, settings, config, target, parts.pool),
                 unanswered,
                 manual_turns=session.profile.turn_detection.manual,
             )

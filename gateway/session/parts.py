@@ -15,6 +15,7 @@ from gateway.observability import Metrics
 from gateway.registry import Registry
 from gateway.routing import ModelCatalog
 from gateway.routing.health import TargetHealth
+from gateway.routing.pool import WarmPool
 from gateway.session.holding_policy import NO_HOLDING, HoldingPolicy
 from gateway.toolrun import DEFAULT_BUDGETS, AuditSink, Mode, ModeBudget
 from gateway.usage import PriceTable
@@ -42,6 +43,8 @@ class SessionParts:
     # the health of their targets, shared by the nodes when the store is.
     catalog: ModelCatalog | None = None
     health: TargetHealth | None = None
+    # Connections opened ahead for the targets that keep some (None: none are).
+    pool: WarmPool | None = None
 
     @classmethod
     def of(
@@ -55,6 +58,7 @@ class SessionParts:
         counters: BudgetCounters | None = None,
         catalog: ModelCatalog | None = None,
         health: TargetHealth | None = None,
+        pool: WarmPool | None = None,
     ) -> SessionParts:
         """The parts ``settings`` configure; the operator's price table read once, here."""
         path = settings.price_table
@@ -72,4 +76,5 @@ class SessionParts:
             counters=counters,
             catalog=catalog,
             health=health,
+            pool=pool,
         )

@@ -22,6 +22,7 @@ from gateway.providers import PROVIDERS
 from gateway.registry import Registry
 from gateway.routing import Route, Target
 from gateway.routing.health import TargetHealth
+from gateway.routing.pool import WarmPool
 from gateway.session.client_tools import model_declarations
 from gateway.session.refusals import StartRefused
 from gateway.session.session import SessionUser
@@ -29,6 +30,7 @@ from gateway.session.snapshot import Profile
 from gateway.store import SessionSnapshot
 from transports.base import (
     ConversationItem,
+    Prewarm,
     ToolDeclaration,
     Transport,
     TransportError,
@@ -130,22 +132,34 @@ def upstream_config(
 
 
 async def connect_target(
-    transports: TransportFactory, settings: Settings, config: UpstreamConfig, provider: str
+    transports: TransportFactory,
+    settings: Settings,
+    config: UpstreamConfig,
+    target: Target,
+    pool: WarmPool | None = None,
 ) -> Transport:
-    """One target's upstream, connected; ``TransportError`` (or ``TimeoutError``,
-    ``OSError``) when it cannot be, with nothing left open."""
+    """One target's upstream, connected (on a connection the pool opened ahead, when it has
+    one); ``TransportError`` (or ``TimeoutError``, ``OSError``) when it cannot be, with
+    nothing left open."""
     transport: Transport | None = None
+    warm = None if pool is None else pool.take(target)
     try:
-        transport = transports(provider, settings)
+        transport = transports(target.provider, settings)
         if config.mode not in transport.capabilities.modes:
-            raise _mode_refused(provider, config.mode, transport.capabilities.modes)
-        await asyncio.wait_for(
-            transport.connect(config), timeout=settings.upstream_connect_timeout_s + 5
+            raise _mode_refused(target.provider, config.mode, transport.capabilities.modes)
+        connecting = (
+            transport.connect_warm(config, warm)
+            if warm is not None and isinstance(transport, Prewarm)
+            else transport.connect(config)
         )
+        warm = None  # the transport has it now (and closes it if it does not use it)
+        await asyncio.wait_for(connecting, timeout=settings.upstream_connect_timeout_s + 5)
         # A transport may only know its capabilities once connected.
         if config.mode not in transport.capabilities.modes:
-            raise _mode_refused(provider, config.mode, transport.capabilities.modes)
+            raise _mode_refused(target.provider, config.mode, transport.capabilities.modes)
     except BaseException:
+        if warm is not None:
+            await warm.close()
         if transport is not None:
             with contextlib.suppress(Exception):
                 await transport.close()
@@ -173,6 +187,7 @@ async def connect_route(
     transports: TransportFactory,
     settings: Settings,
     health: TargetHealth | None,
+    pool: WarmPool | None = None,
 ) -> Connected:
     """The first target of ``route`` that the breaker lets through and that answers."""
     skipped: list[tuple[Target, str]] = []
@@ -187,9 +202,7 @@ async def connect_route(
                 continue
         attempt = on_target(setup, target)
         try:
-            transport = await connect_target(
-                transports, settings, configure(attempt), target.provider
-            )
+            transport = await connect_target(transports, settings, configure(attempt), target, pool)
         except (TransportError, TimeoutError, OSError) as exc:
             reason = str(exc) or "the upstream did not answer"
             retryable = retryable or not isinstance(exc, TransportError) or exc.retryable

@@ -77,7 +77,9 @@ class GeminiCodec:
         self.completed_turns = 0
         self.history: deque[tuple[str, str]] = deque(maxlen=HISTORY_TURNS)  # (role, text)
         for item in config.history:
-            self.history.append(("model" if item.role == "assistant" else "user", item.text))
+            # Tool activity is the model's own: its calls and what they returned, as it would
+            # recount them (Live's client turns carry text; the calls are over).
+            self.history.append(("user" if item.role == "user" else "model", item.text))
         self._responses = 0
         self._active: _Response | None = None
         self._dropping = False  # the rest of a cancelled turn is on its way: drop it

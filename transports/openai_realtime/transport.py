@@ -32,9 +32,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import structlog
 from openai import AsyncOpenAI, OpenAIError
-from websockets.exceptions import InvalidStatus, InvalidURI, WebSocketException
 
-from rfc6455.client import ConnectionClosed, HandshakeError, InvalidURL
 from transports import events as ev
 from transports.base import (
     Capabilities,
@@ -44,6 +42,7 @@ from transports.base import (
     TransportError,
     TurnDetection,
     UpstreamConfig,
+    WarmUpstream,
 )
 from transports.codec_shell import CodecShell
 from transports.codec_shell import backoff_delay as shell_backoff
@@ -56,6 +55,7 @@ from transports.openai_realtime.upstream_socket import (
     frame_sender,
     open_socket,
 )
+from transports.openai_realtime.warm import WarmRealtime, connect_error, expect, open_warm
 
 __all__ = [
     "AudioSink",
@@ -126,6 +126,7 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
         # Frames wait for this flush: the socket was full.
         self._flush_task: asyncio.Task[None] | None = None
         self._failure: Exception | None = None  # a bug in the reading path ends the session
+        self._warm: WarmRealtime | None = None  # a pool's connection, for the first open
         self._log = _log
 
     # -- Transport protocol ------------------------------------------------------------------
@@ -154,6 +155,39 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
             raise TransportError(f"OpenAI client: {exc}") from None
         self._conn = await self._open()
         self._reader = asyncio.create_task(self._read())
+
+    # -- Prewarm: connections opened before their session ------------------------------------
+
+    async def open_warm(self, model: str | None) -> WarmRealtime:
+        """A connection for a later session on ``model`` (None: the configured one): open,
+        its ``session.created`` received; ``TransportError`` when it cannot be opened."""
+        name = model or self.options.model
+        try:
+            client = self._client or _shared_client(
+                self.options.api_key, self.options.base_url, self.options.ws_url
+            )
+            async with asyncio.timeout(self.options.connect_timeout_s):
+                return await open_warm(client, name)
+        except BaseException as exc:
+            error = connect_error(exc, "session.created", self.options.connect_timeout_s)
+            if error is None:
+                raise
+            raise error from None
+
+    async def connect_warm(self, config: UpstreamConfig, warm: WarmUpstream) -> None:
+        """``connect``, on ``warm`` when it is one of ours for the same model and still open
+        (else it is closed, and a new connection is opened)."""
+        model = config.model or self.options.model
+        if isinstance(warm, WarmRealtime) and warm.alive and warm.model == model:
+            self._warm = warm
+        else:
+            await warm.close()
+        try:
+            await self.connect(config)
+        finally:
+            if self._warm is not None:  # not used (the connect failed before it)
+                await self._warm.close()
+                self._warm = None
 
     def set_audio_sink(self, sink: AudioSink | None) -> None:
         """Audio deltas go to ``sink`` at once when no event is queued before them."""
@@ -221,19 +255,24 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
         waiting_for = "session.created"
         try:
             async with asyncio.timeout(self.options.connect_timeout_s):
-                if self._sdk_socket:
-                    manager = self._client.realtime.connect(model=self._model)
-                    conn = SdkSocket(await manager.enter())
+                warm, self._warm = self._warm, None
+                if warm is not None and warm.alive:  # opened by a pool: created already
+                    conn = warm.taken()
+                    codec.receive(warm.created)
                 else:
-                    conn = await open_socket(self._client, self._model)
-                codec.receive(await self._expect(conn, waiting_for))
+                    if self._sdk_socket:
+                        manager = self._client.realtime.connect(model=self._model)
+                        conn = SdkSocket(await manager.enter())
+                    else:
+                        conn = await open_socket(self._client, self._model)
+                    codec.receive(await expect(conn, waiting_for))
                 await conn.send(codec.session_update())
                 waiting_for = "session.updated"
-                codec.receive(await self._expect(conn, waiting_for))
+                codec.receive(await expect(conn, waiting_for))
                 codec.outbox.extend(codec.resume())
         except BaseException as exc:
             await _close_quietly(conn)
-            error = self._connect_error(exc, waiting_for)
+            error = connect_error(exc, waiting_for, self.options.connect_timeout_s)
             if error is None:
                 raise
             raise error from None
@@ -241,56 +280,6 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
         await self._flush()
         self._log.info("upstream_connected", upstream_session=codec.session_id)
         return conn
-
-    def _connect_error(self, exc: BaseException, waiting_for: str) -> TransportError | None:
-        """The connect failure as a TransportError; None for what must propagate (cancel)."""
-        if isinstance(exc, TimeoutError):
-            return TransportError(
-                f"OpenAI Realtime sent no {waiting_for} within "
-                f"{self.options.connect_timeout_s:g} s",
-                retryable=True,
-            )
-        status = exc.response.status_code if isinstance(exc, InvalidStatus) else None
-        if isinstance(exc, HandshakeError) and exc.status is not None:
-            status = exc.status
-        if status is not None:
-            return TransportError(
-                f"OpenAI Realtime refused the connection: HTTP {status}",
-                retryable=status >= 500 or status == 429,
-            )
-        if isinstance(exc, InvalidURI | InvalidURL):
-            return TransportError(f"OpenAI Realtime URL is not a WebSocket URL: {exc}")
-        if isinstance(exc, ConnectionClosed):
-            return TransportError(f"OpenAI Realtime closed the connection: {exc}", retryable=True)
-        if isinstance(exc, HandshakeError):
-            return TransportError(f"OpenAI Realtime handshake failed: {exc}", retryable=True)
-        if isinstance(exc, TransportError):
-            return exc
-        if isinstance(exc, OSError | WebSocketException):
-            return TransportError(f"cannot reach OpenAI Realtime: {exc}", retryable=True)
-        if isinstance(exc, OpenAIError):
-            return TransportError(f"OpenAI Realtime: {exc}")
-        if isinstance(exc, Exception):  # translated at the boundary: callers see one type
-            return TransportError(f"OpenAI Realtime connection failed: {exc!r}")
-        return None  # cancellation and the like propagate
-
-    @staticmethod
-    async def _expect(conn: RealtimeSocket, kind: str) -> dict[str, Any]:
-        while True:
-            try:
-                event = orjson.loads(await conn.recv())
-            except orjson.JSONDecodeError:
-                continue  # a proxy's error page or noise: the handshake goes on or times out
-            if not isinstance(event, dict):
-                continue
-            if event.get("type") == kind:
-                return event
-            if event.get("type") == "error":
-                error = event.get("error") or {}
-                code = error.get("code") or error.get("type") or "error"
-                raise TransportError(
-                    f"OpenAI Realtime refused the session ({code}): {error.get('message', '')}"
-                )
 
     # -- reading -----------------------------------------------------------------------------
 
