@@ -15,7 +15,7 @@ import pytest
 from harness import Gateway, GatewayFactory, first
 
 from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
-from gateway.routing import Target
+from gateway.routing import BreakerPhase, Target
 
 
 @pytest.fixture
@@ -105,7 +105,7 @@ async def test_failed_opens_count_against_the_breaker_and_a_target_may_keep_none
     # One keeper opens after the other: a third refusal means the first two were recorded.
     await _until(gateway, lambda: openai.faults.applied["refuse"] >= 3, within=10)
     view = (await health.states())["openai/gpt-realtime"]
-    assert view.recent_failures >= 2
+    assert view.recent_failures >= 2 or view.phase is BreakerPhase.OPEN  # three: it opened
     assert "openai/gpt-realtime-mini" not in await health.states()  # pool 0: never opened
     models_asked = {c.model for c in openai.connections}
     assert "gpt-realtime-mini" not in models_asked
