@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+from pathlib import Path
 
 __all__ = ["main"]
 
@@ -43,6 +45,12 @@ def _check(_: argparse.Namespace) -> int:
             f"unavailable: {tool.reason}"
         )
     print("\n".join(provider_lines()))  # what this build offers, whatever is configured
+    models = os.environ.get("GATEWAY_MODELS")
+    if models:  # the alias file is checked too, when there is one (it stops a start if wrong)
+        from gateway.providers import PROVIDERS
+        from gateway.routing import catalog_lines, load_catalog
+
+        print("\n".join(catalog_lines(load_catalog(Path(models), PROVIDERS.names()))))
     return 0
 
 

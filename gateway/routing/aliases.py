@@ -25,6 +25,7 @@ __all__ = [
     "CatalogError",
     "ModelCatalog",
     "Target",
+    "catalog_lines",
     "load_catalog",
     "parse_catalog",
     "spread_order",
@@ -113,6 +114,18 @@ class ModelCatalog:
 
     def visible_to(self, roles: Collection[str]) -> tuple[Alias, ...]:
         return tuple(a for a in self.aliases.values() if a.allowed_for(roles))
+
+
+def catalog_lines(catalog: ModelCatalog) -> list[str]:
+    """What ``gateway check`` says of the alias file: each alias, its roles and its targets."""
+    lines = [f"{len(catalog.aliases)} models (default {catalog.default!r}) from {catalog.source}"]
+    for alias in catalog.aliases.values():
+        roles = "" if alias.roles is None else f" roles={','.join(sorted(alias.roles))}"
+        targets = " → ".join(
+            t.key + ("" if t.weight is None else f" weight {t.weight:g}") for t in alias.targets
+        )
+        lines.append(f"  {alias.name}{roles}: {targets}")
+    return lines
 
 
 def load_catalog(path: Path, providers: Collection[str]) -> ModelCatalog:
