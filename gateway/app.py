@@ -40,7 +40,7 @@ from gateway.store import MemoryStore, SessionStore, StoreUnavailable
 from gateway.toolrun import AuditSink, ResultCache, StructlogAuditSink
 
 __all__ = ["build_server", "run"]
-from transports.base import Prewarm, WarmUpstream
+from transports.base import Prewarm, TransportError, WarmUpstream
 
 _log = structlog.get_logger("app")
 
@@ -136,10 +136,13 @@ def build_pool(
         if catalog is None
         else list({t.key: t for a in catalog.aliases.values() for t in a.targets}.values())
     )
+    wanted = [
+        (target, settings.pool_size if target.pool is None else target.pool) for target in targets
+    ]
     sizes = [
-        (target, settings.pool_size if target.pool is None else target.pool)
-        for target in targets
-        if isinstance(transports(target.provider, settings), Prewarm)
+        (target, size)
+        for target, size in wanted
+        if size and _prewarms(transports, target, settings)
     ]
     if not any(size for _, size in sizes):
         return None
@@ -152,6 +155,14 @@ def build_pool(
     return WarmPool(
         sizes, idle_s=settings.pool_idle_s, open_warm=open_warm, clock=clock, health=health
     )
+
+
+def _prewarms(transports: TransportFactory, target: Target, settings: Settings) -> bool:
+    """The target's provider can open a connection ahead (and is configured: its key set)."""
+    try:
+        return isinstance(transports(target.provider, settings), Prewarm)
+    except TransportError:
+        return False
 
 
 def build_health(settings: Settings, store: SessionStore, clock: Clock) -> TargetHealth:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -110,7 +111,7 @@ class Fleet:
             stack.callback(redis.stop)
             fleet.children["redis"] = redis
         gateway_urls: dict[str, str] = {}
-        for key in ("gateway", "gateway_base", "gateway_traced", *REDIS_TARGETS):
+        for key in ("gateway", "gateway_base", "gateway_traced", "gateway_alias", *REDIS_TARGETS):
             if key not in needed:
                 continue
             source = baseline if key == "gateway_base" else None
@@ -123,6 +124,8 @@ class Fleet:
                 env["GATEWAY_REGISTRY"] = str(source / "build" / "tool_registry.json")
             if key == "gateway_traced":
                 env["OTEL_TRACES_EXPORTER"] = "console"
+            if key == "gateway_alias":  # the default alias: OpenAI (the fake), then Gemini
+                env["GATEWAY_MODELS"] = str(_alias_file(log_dir))
             if key in REDIS_TARGETS:
                 assert redis_url is not None
                 env |= {"GATEWAY_REDIS_URL": redis_url, "GATEWAY_REDIS_PREFIX": f"bench-{key}"}
@@ -198,6 +201,13 @@ class Fleet:
             "peer_versions": self.versions,
             "client_hop_compression_agreed": self.client_compression,
         }
+
+
+def _alias_file(log_dir: Path) -> Path:
+    path = log_dir / "models.json"
+    targets = [{"provider": "openai"}, {"provider": "gemini"}]
+    path.write_text(json.dumps({"models": {"assistant": {"targets": targets}}}))
+    return path
 
 
 def _wait_for_nodes(url: str, prefix: str, count: int, supervisor: ChildProcess) -> None:

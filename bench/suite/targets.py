@@ -231,6 +231,17 @@ SPECS: dict[str, TargetSpec] = {
             ),
         ),
         TargetSpec(
+            "gateway_alias",
+            "gateway",
+            "gateway_alias",
+            "ours on a model alias of two targets (GATEWAY_MODELS: OpenAI, then Gemini): the "
+            "session's upstream is the routed transport that fails over (nothing fails here)",
+            compression=(
+                ("client → gateway", _OFF),
+                ("gateway → fake", "off (the openai SDK's default)"),
+            ),
+        ),
+        TargetSpec(
             "gateway_traced",
             "gateway",
             "gateway_traced",
@@ -285,6 +296,7 @@ OPTIONAL_TARGETS = frozenset(
         "gateway_redis",
         "gateway_w2",
         "gateway_traced",
+        "gateway_alias",
     }
 )
 # With ``--baseline REV``: our rows that get the row measuring them at REV right after them

@@ -51,6 +51,7 @@ def test_every_row_of_the_issue_is_a_target_and_direct_comes_first() -> None:
         "gateway_redis",
         "gateway_w2",
         "gateway_traced",
+        "gateway_alias",
     } == OPTIONAL_TARGETS
     assert set(REDIS_TARGETS) == {"gateway_redis", "gateway_w2"}
 
