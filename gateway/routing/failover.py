@@ -182,6 +182,9 @@ class RoutedTransport:
     def _observe(self, event: object, kind: type) -> None:
         now = self._clock.monotonic()
         watch = self._watch
+        # A reply the loss cut is the transport's last word before it gives up: anything
+        # after it (a recovery, another event) means it was not.
+        self._cut = False
         if kind is up.AudioDelta or kind is up.TextDelta:
             watch.output(now)
         elif kind is up.TranscriptDelta:
@@ -192,11 +195,11 @@ class RoutedTransport:
             self._calls.update(c.call_id for c in event.calls)  # type: ignore[attr-defined]
         elif kind is up.ResponseStarted:
             self._responses.add(event.response_id)  # type: ignore[attr-defined]
-            self._cut = self._barged = False
+            self._barged = False
         elif kind is up.ResponseDone:
             watch.response_done()
-            # Interrupted, but not by the user: the connection's loss cut it (the transport
-            # says so at its end). Whoever serves next owes the answer again.
+            # Interrupted, but not by the user: if the transport's failure follows at once,
+            # the connection's loss cut it, and whoever serves next owes the answer again.
             self._cut = event.status == "interrupted" and not self._barged  # type: ignore[attr-defined]
             if event.status == "completed":  # type: ignore[attr-defined]
                 del self._audio[: self._answered_mark]
@@ -240,7 +243,16 @@ class RoutedTransport:
 
     async def _fail_over(self, reason: str) -> up.UpstreamReplaced | None:
         self._switching = True
-        owed = self._watch.deadline is not None or self._cut
+        owed_by = (
+            "turn"
+            if self._watch.owed_since is not None
+            else "reply"
+            if self._watch.last_output is not None
+            else "cut"
+            if self._cut
+            else None
+        )
+        owed = owed_by is not None
         self._cut = False
         self._watch.quiet()
         previous, old = self.target, self._inner
@@ -255,7 +267,11 @@ class RoutedTransport:
                 await self._take_over(target, opened, owed=owed)
                 self.failovers += 1
                 _log.warning(
-                    "upstream_failed_over", previous=previous.key, target=target.key, reason=reason
+                    "upstream_failed_over",
+                    previous=previous.key,
+                    target=target.key,
+                    reason=reason,
+                    owed=owed_by,
                 )
                 return up.UpstreamReplaced(
                     provider=target.provider,
