@@ -264,6 +264,9 @@ class RoutedTransport:
                 opened = await self._try(target)
                 if opened is None:
                     continue
+                if self._closed:  # the session ended while the next target was opening
+                    await self._close_quietly(opened.transport)
+                    return None
                 await self._take_over(target, opened, owed=owed)
                 self.failovers += 1
                 _log.warning(
