@@ -24,6 +24,7 @@ from gateway.routing.breaker import (
     BreakerView,
 )
 from gateway.routing.health import MemoryTargetHealth, TargetHealth
+from gateway.routing.pool import WarmPool
 from gateway.routing.resolve import (
     NoSuchModel,
     Route,
@@ -48,6 +49,7 @@ __all__ = [
     "Route",
     "Target",
     "TargetHealth",
+    "WarmPool",
     "catalog_lines",
     "first_target",
     "key_allows_alias",

@@ -36,9 +36,7 @@ from gateway.protocol import (
     ToolInfo,
 )
 from gateway.registry import Registry
-from gateway.routing import ModelCatalog
-from gateway.routing.health import TargetHealth
-from gateway.routing.pool import WarmPool
+from gateway.routing import ModelCatalog, TargetHealth, WarmPool
 from gateway.session.client_output import ClientOutput
 from gateway.session.fan_out import for_each
 from gateway.session.opening import open_session
@@ -139,13 +137,9 @@ class SessionManager:
                 )
             )
         session_id = f"sess_{secrets.token_hex(12)}"
+        parts = self.parts
         setup = session_setup(
-            start,
-            user,
-            self.registry,
-            self.settings,
-            catalog=self.parts.catalog,
-            session_id=session_id,
+            start, user, parts.registry, self.settings, catalog=parts.catalog, session_id=session_id
         )
         await self.slots.acquire(user, session_id, start.event_id)
         try:
