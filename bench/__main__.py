@@ -12,8 +12,14 @@
   direct (``bench.latency.bench``); ``latency.png`` into ``--docs``.
 - ``budgets``: what budgets cost with Redis: a charged response's added latency and relay
   CPU, budgets on against off, with an A/A row (``bench.budgets.bench``);
+- ``setup``: session set-up time, the warm connection pool on against off, the upstream fake
+  taking 200 ms to connect: a native session's start, a phone call's greeting, with an A/A
+  row (``bench.setup.bench``; ``--sessions N`` per repetition, 50, ``--quick`` 5);
 - ``trace``: one real trace of a voice turn with an HTTP tool call, drawn as a waterfall into
   ``docs/img/trace-voice-turn.png`` (``bench.trace_waterfall``).
+- ``failover``: a voice session's failover from its first target to the next, per kind of fault
+  (refused, 429, lost, stalls), ``--faults`` of each (``bench.failover.bench``);
+  ``failover.png`` into ``--docs``.
 
 ``--quick`` shrinks every plan to a smoke run (1 rep, 3 s, 10 sessions).
 """
@@ -39,6 +45,8 @@ SUBCOMMANDS = [
     "latency",
     "trace",
     "budgets",
+    "setup",
+    "failover",
 ]
 
 
@@ -104,6 +112,10 @@ def _parser() -> argparse.ArgumentParser:
         help="also run the gateway as it was at commit REV (row gateway_base, and "
         "gateway_compat_base beside gateway_compat), same load, same run",
     )
+    failover = parser.add_argument_group("failover")
+    failover.add_argument(
+        "--faults", type=int, help="faults injected per kind (default 100; --quick 5)"
+    )
     gemini = parser.add_argument_group("relay --provider gemini (the older bench)")
     gemini.add_argument("--provider", choices=["openai", "gemini"], default="openai")
     gemini.add_argument("--sessions", type=_counts, default=[1, 50], help="e.g. 1,50")
@@ -132,6 +144,26 @@ def main(argv: list[str] | None = None) -> int:
         return budgets_bench.main(
             args.reps or (1 if quick else 5), 10 if quick else 50, 3.0 if quick else 30.0, args.out
         )
+    if args.target == "setup":
+        from bench.setup import bench as setup_bench
+
+        setup_plan = setup_bench.SetupPlan.quick() if args.quick else setup_bench.SetupPlan()
+        if args.sessions is not parser.get_default("sessions"):  # given: one count
+            if len(args.sessions) != 1:
+                parser.error("setup: --sessions takes one count")
+            setup_plan = dataclasses.replace(setup_plan, sessions=args.sessions[0])
+        if args.reps:
+            setup_plan = dataclasses.replace(setup_plan, reps=args.reps)
+        return setup_bench.main(args.out, setup_plan)
+    if args.target == "failover":
+        from bench.failover import bench as failover_bench
+
+        fplan = failover_bench.FailoverPlan.quick() if args.quick else failover_bench.FailoverPlan()
+        if args.faults is not None:
+            if args.faults < 1:
+                parser.error("--faults must be ≥ 1")
+            fplan = dataclasses.replace(fplan, faults=args.faults)
+        return failover_bench.main(args.out, args.docs, fplan)
     if args.target == "relay" and args.provider == "gemini":
         from bench.relay import bench as relay_bench
 

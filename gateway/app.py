@@ -88,7 +88,7 @@ def build_server(
         keys=keys,
         catalog=catalog,
         health=health,
-        pool=build_pool(settings, catalog, transports, clock, health),
+        pool=build_pool(settings, catalog, transports, clock, health, metrics),
     )
     admission = Admission(
         settings,
@@ -127,6 +127,7 @@ def build_pool(
     transports: TransportFactory,
     clock: Clock,
     health: TargetHealth | None,
+    metrics: Metrics,
 ) -> WarmPool | None:
     """Warm connections for the targets that keep some (``GATEWAY_POOL_SIZE``, or a target's
     own ``pool`` in the alias file) and whose provider can open one ahead (``Prewarm``); the
@@ -152,8 +153,20 @@ def build_pool(
         assert isinstance(transport, Prewarm)
         return await transport.open_warm(target.model)
 
+    def key_of(target: Target) -> str:
+        """The provider and the model it will really be asked for."""
+        record = PROVIDERS.get(target.provider)
+        configured = None if record is None else record.default_models(settings).get("voice")
+        return f"{target.provider}/{target.model or configured or '*'}"
+
     return WarmPool(
-        sizes, idle_s=settings.pool_idle_s, open_warm=open_warm, clock=clock, health=health
+        sizes,
+        idle_s=settings.pool_idle_s,
+        open_warm=open_warm,
+        clock=clock,
+        health=health,
+        key_of=key_of,
+        on_take=lambda key, taken: metrics.pool_takes.labels(key, str(taken).lower()).inc(),
     )
 
 

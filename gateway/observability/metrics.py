@@ -131,6 +131,12 @@ class Metrics:
             ["previous", "target", "reason"],
             registry=r,
         )
+        self.pool_takes = Counter(
+            "gateway_pool_takes_total",
+            "Sessions that looked for a warm connection of a pooled target, and if they got one",
+            ["target", "taken"],
+            registry=r,
+        )
         self.sessions_ended = Counter(
             "gateway_sessions_ended_total", "Sessions ended by reason", ["reason"], registry=r
         )

@@ -31,6 +31,11 @@ MAX_BACKOFF_S = 30.0
 FIRST_BACKOFF_S = 0.5
 
 OpenWarm = Callable[[Target], Awaitable[WarmUpstream]]
+# Which connections serve a target: its provider and the model it will really use (a target
+# naming none uses its provider's configured model, the same as one naming that model).
+KeyOf = Callable[[Target], str]
+# Told of each session that looked for a connection: the target's key, and whether it got one.
+OnTake = Callable[[str, bool], None]
 
 
 @dataclass(slots=True)
@@ -48,10 +53,14 @@ class WarmPool:
         open_warm: OpenWarm,
         clock: Clock,
         health: TargetHealth | None = None,
+        key_of: KeyOf = lambda target: target.key,
+        on_take: OnTake = lambda key, taken: None,
     ) -> None:
         """``sizes``: each target pooled and how many connections it keeps (0: none)."""
-        self._sizes = {target.key: size for target, size in sizes if size > 0}
-        self._targets = {target.key: target for target, size in sizes if size > 0}
+        self._key_of = key_of
+        self._on_take = on_take
+        self._sizes = {key_of(target): size for target, size in sizes if size > 0}
+        self._targets = {key_of(target): target for target, size in sizes if size > 0}
         self._idle_s = idle_s
         self._open = open_warm
         self._clock = clock
@@ -65,10 +74,10 @@ class WarmPool:
         self.missed = 0  # sessions that found none ready
 
     def __contains__(self, target: Target) -> bool:
-        return target.key in self._sizes
+        return self._key_of(target) in self._sizes
 
     def ready(self, target: Target) -> int:
-        return len(self._ready.get(target.key, ()))
+        return len(self._ready.get(self._key_of(target), ()))
 
     async def until(self, settled: Callable[[], bool]) -> None:
         """Until ``settled()`` holds, checked again at each change of the pool (opened,
@@ -83,20 +92,23 @@ class WarmPool:
 
     def take(self, target: Target) -> WarmUpstream | None:
         """A connection for a session starting on ``target`` now, or None."""
-        ready = self._ready.get(target.key)
+        key = self._key_of(target)
+        ready = self._ready.get(key)
         if ready is None:
-            return None
+            return None  # not a pooled target
         now = self._clock.monotonic()
         while ready:
             warm = ready.popleft()
             if warm.connection.alive and now - warm.opened_at < self._idle_s:
-                self._wake[target.key].set()
+                self._wake[key].set()
                 self._changed.set()
                 self.taken += 1
+                self._on_take(key, True)
                 return warm.connection
             self._spend(warm.connection)
-        self._wake[target.key].set()
+        self._wake[key].set()
         self.missed += 1
+        self._on_take(key, False)
         return None
 
     async def close(self) -> None:

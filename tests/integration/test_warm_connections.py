@@ -61,8 +61,14 @@ async def test_a_session_starts_on_a_connection_opened_before_it_and_the_pool_re
         reply = await client.say("hello")
         assert first(reply, "response.done")["text"] == "You said: hello"
         await _until(gateway, lambda: len(openai.connections) == 3)  # refilled to two ready
-    assert pool.taken == 1
+    # A session naming the configured model by name is served from the same pool.
+    async with gateway.session("text", model="gpt-realtime") as client:
+        assert _configured(openai) == [1, 2]
+        assert (await client.say("again"))[-1]["text"] == "You said: again"
+    assert pool.taken == 2
     assert pool.missed == 0
+    taken = gateway.metric("gateway_pool_takes_total", target="openai/gpt-realtime", taken="true")
+    assert taken == 2
 
 
 async def test_a_warm_connection_the_provider_closes_is_replaced(
