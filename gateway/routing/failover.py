@@ -24,15 +24,15 @@ from typing import Any
 
 import structlog
 
-from gateway.audio.convert import AudioConverter, bytes_per_sample
+from gateway.audio.convert import AudioConverter
 from gateway.clock import Clock
 from gateway.routing.aliases import Target
 from gateway.routing.health import TargetHealth
 from gateway.routing.resolve import Route
 from gateway.routing.stall import StallWatch
+from gateway.routing.utterance import Format, Utterance, silence
 from transports import events as up
 from transports.base import (
-    AudioEncoding,
     Capabilities,
     Mode,
     ToolChoice,
@@ -46,27 +46,9 @@ __all__ = ["OpenTarget", "Opened", "RoutedTransport"]
 
 _log = structlog.get_logger("routing.failover")
 
-# The user's audio kept for a replay: at most this much (the oldest goes first).
-BUFFER_S = 30.0
 CLOSE_WAIT_S = 2.0
 # After a replayed utterance whose turn had ended: enough silence for any detector to end it.
 END_OF_TURN_S = 1.0
-
-
-def _converted(
-    chunks: Sequence[bytes], source: tuple[AudioEncoding, int], target: tuple[AudioEncoding, int]
-) -> list[bytes]:
-    """``chunks`` in another format, one for one (the last carries the converter's tail)."""
-    convert = AudioConverter(*source, *target)
-    out = [convert.process(chunk) for chunk in chunks]
-    if out:
-        out[-1] += convert.flush()
-    return out
-
-
-def silence(seconds: float, encoding: str, rate: int) -> bytes:
-    samples = int(seconds * rate)
-    return b"\xff" * samples if encoding == "pcmu" else bytes(2 * samples)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,10 +95,8 @@ class RoutedTransport:
         self._deferred: list[Callable[[], Awaitable[None]]] = []
         self._sink: Callable[[up.AudioDelta], bool] | None = None
         # The user's audio since the last completed response, in the format the session sends.
-        self._audio: list[bytes] = []
-        self._audio_bytes = 0
-        self._answered_mark = 0  # chunks before this were said before the turn being answered
-        self._sent_format = (transport.capabilities.encoding, transport.capabilities.input_rate)
+        caps = transport.capabilities
+        self._said = Utterance((caps.encoding, caps.input_rate))
         self._bridge: AudioConverter | None = None  # the session's format → the new target's
         self._calls: set[str] = set()  # the call ids the active target made
         self._responses: set[str] = set()
@@ -145,11 +125,7 @@ class RoutedTransport:
         """The session now converts its audio for the active target: no bridge needed, and
         the audio kept for a replay is in that format too."""
         caps = self._inner.capabilities
-        now = (caps.encoding, caps.input_rate)
-        if now != self._sent_format:
-            self._audio = _converted(self._audio, self._sent_format, now)
-            self._audio_bytes = sum(map(len, self._audio))
-        self._sent_format = now
+        self._said.reformat((caps.encoding, caps.input_rate))
         self._bridge = None
 
     async def connect(self, config: Any) -> None:
@@ -202,9 +178,7 @@ class RoutedTransport:
             # the connection's loss cut it, and whoever serves next owes the answer again.
             self._cut = event.status == "interrupted" and not self._barged  # type: ignore[attr-defined]
             if event.status == "completed":  # type: ignore[attr-defined]
-                del self._audio[: self._answered_mark]
-                self._audio_bytes = sum(map(len, self._audio))
-                self._answered_mark = 0
+                self._said.answered()
         elif kind is up.SpeechStopped:
             self._turn_ended()
         elif kind is up.SpeechStarted:
@@ -215,7 +189,7 @@ class RoutedTransport:
         self._arm()
 
     def _turn_ended(self) -> None:
-        self._answered_mark = len(self._audio)
+        self._said.turn_ended()
         self._watch.turn_ended(self._clock.monotonic())
         self._arm()
 
@@ -287,6 +261,11 @@ class RoutedTransport:
         finally:
             self._reason = None
             self._switching = False
+            # What is owed now is owed by the new target, from now (a timer that fired during
+            # the switch did nothing).
+            if self._watch.owed_since is not None:
+                self._watch.owed_since = self._clock.monotonic()
+            self._arm()
 
     async def _try(self, target: Target) -> Opened | None:
         if not self._serves_mode(target):
@@ -314,14 +293,15 @@ class RoutedTransport:
         if self._sink is not None:
             self._set_inner_sink()
         caps = new.capabilities
-        if self._sent_format != (caps.encoding, caps.input_rate):
-            self._bridge = AudioConverter(*self._sent_format, caps.encoding, caps.input_rate)
-        replayed = await self._replay_audio(new)
+        fmt: Format = (caps.encoding, caps.input_rate)
+        if self._said.format != fmt:
+            self._bridge = AudioConverter(*self._said.format, *fmt)
+        replayed = await self._replay_audio(new, fmt)
         if replayed and owed:
             if opened.manual_turns:
                 await new.commit_audio(respond=True)
             else:  # its own detector ends the turn, as the previous one's did
-                await new.send_audio(silence(END_OF_TURN_S, caps.encoding, caps.input_rate))
+                await new.send_audio(silence(END_OF_TURN_S, fmt))
             self._turn_ended()
         elif opened.unanswered and owed:
             await new.send_text("\n".join(opened.unanswered))
@@ -333,11 +313,10 @@ class RoutedTransport:
         for send in deferred:
             await send()
 
-    async def _replay_audio(self, new: Transport) -> bool:
-        if self._mode != "voice" or not self._audio:
+    async def _replay_audio(self, new: Transport, fmt: Format) -> bool:
+        if self._mode != "voice" or not len(self._said):
             return False
-        caps = new.capabilities
-        for pcm in _converted(self._audio, self._sent_format, (caps.encoding, caps.input_rate)):
+        for pcm in self._said.as_format(fmt):
             if pcm:
                 await new.send_audio(pcm)
         return True
@@ -347,15 +326,6 @@ class RoutedTransport:
             await asyncio.wait_for(transport.close(), CLOSE_WAIT_S)
 
     # -- audio to the model -------------------------------------------------------------------
-
-    def _keep(self, pcm: bytes) -> None:
-        self._audio.append(pcm)
-        self._audio_bytes += len(pcm)
-        encoding, rate = self._sent_format
-        limit = int(BUFFER_S * rate * bytes_per_sample(encoding))
-        while self._audio_bytes > limit and len(self._audio) > 1:
-            self._audio_bytes -= len(self._audio.pop(0))
-            self._answered_mark = max(0, self._answered_mark - 1)
 
     def set_audio_sink(self, sink: Callable[[up.AudioDelta], bool] | None) -> None:
         self._sink = sink
@@ -382,12 +352,12 @@ class RoutedTransport:
         return accepts is not None and not self._switching and self._bridge is None and accepts()
 
     def send_audio_now(self, pcm: bytes, encoded: str | None = None) -> None:
-        self._keep(pcm)
+        self._said.keep(pcm)
         self._inner.send_audio_now(pcm, encoded)  # type: ignore[attr-defined]
 
     async def send_audio(self, pcm: bytes) -> None:
         if self._mode == "voice":
-            self._keep(pcm)
+            self._said.keep(pcm)
         if self._switching:
             return  # kept: replayed to the next target
         if self._bridge is not None:
@@ -406,8 +376,7 @@ class RoutedTransport:
         await self._pass(lambda t: t.request_response())
 
     async def clear_audio(self) -> None:
-        self._audio.clear()
-        self._audio_bytes = self._answered_mark = 0
+        self._said.clear()
         await self._pass(lambda t: t.clear_audio())
 
     # -- text, context and tools --------------------------------------------------------------
