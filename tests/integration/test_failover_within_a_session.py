@@ -76,15 +76,22 @@ async def openai_then_chat(
     )
 
 
-async def test_a_start_on_a_refusing_provider_is_served_by_the_next_target(
+@pytest.fixture
+async def nothing_listening_then_chat(
     gateway_factory: GatewayFactory,
     tmp_path: Path,
     chat_fakes: Callable[..., Awaitable[FakeChatServer]],
-) -> None:
+) -> Gateway:
+    """The alias's first target is a port nobody listens on; the second, the chat fake."""
     chat = await chat_fakes()
-    gateway = await openai_then_chat(
-        gateway_factory, tmp_path, chat, openai_url=f"ws://127.0.0.1:{_closed_port()}/v1"
-    )
+    closed = f"ws://127.0.0.1:{_closed_port()}/v1"
+    return await openai_then_chat(gateway_factory, tmp_path, chat, openai_url=closed)
+
+
+async def test_a_start_on_a_refusing_provider_is_served_by_the_next_target(
+    nothing_listening_then_chat: Gateway,
+) -> None:
+    gateway = nothing_listening_then_chat
     async with gateway.session("text", model="assistant") as client:
         assert client.started["provider"] == "chat"
         reply = await client.say("hello there")
@@ -95,15 +102,9 @@ async def test_a_start_on_a_refusing_provider_is_served_by_the_next_target(
 
 
 async def test_a_model_that_names_no_alias_is_refused_listing_the_aliases(
-    gateway_factory: GatewayFactory,
-    tmp_path: Path,
-    chat_fakes: Callable[..., Awaitable[FakeChatServer]],
+    nothing_listening_then_chat: Gateway,
 ) -> None:
-    chat = await chat_fakes()
-    gateway = await openai_then_chat(
-        gateway_factory, tmp_path, chat, openai_url=f"ws://127.0.0.1:{_closed_port()}/v1"
-    )
-    async with gateway.connect() as client:
+    async with nothing_listening_then_chat.connect() as client:
         await client.send("session.start", mode="text", model="gpt-4o")
         error = await client.last("error")
         assert error["code"] == "invalid_event"
