@@ -5,6 +5,11 @@ every invariant needs happens in one place: tool calls and their results, errors
 fault code in a session that sent no bad input is another session's harm), ``session.moving``
 (remembered: the next resume uses its token), ``session.ended`` (raises ``SessionOver``) and the
 socket's end (raises ``Interrupted``: the caller resumes with ``recover`` and goes on).
+
+A failover (``session.provider_changed``, docs/routing.md) is recorded with the provider the
+session is on from then on. The reply it cut ends ``response.done`` ``interrupted`` just
+before it: that one is kept from the session's logic (recorded as the failover's cut), so a
+turn goes on waiting for the new model's reply, as a user who never noticed the change would.
 """
 
 from __future__ import annotations
@@ -17,13 +22,24 @@ import aiohttp
 
 from soak.link import Link, LinkClosed
 from soak.nodes import NodeDirectory, user_token
-from soak.records import CLIENT_FAULT_CODES, END_REASONS, CallSeen, Clock, SessionRecord
+from soak.records import (
+    CLIENT_FAULT_CODES,
+    END_REASONS,
+    CallSeen,
+    Clock,
+    FailoverSeen,
+    SessionRecord,
+)
+from soak.routing import targets_of
 
 __all__ = ["Conversation", "Interrupted", "SessionOver"]
 
 RETRY_FOR_S = 25.0  # how long a start or a resume is retried (the resume window is 30 s)
 EVENT_WITHIN_S = 20.0
 RECENT_EVENTS = 8
+# After a ``response.done`` ``interrupted``: how long to look for a ``session.provider_changed``
+# right behind it (the gateway sends the two back to back).
+FAILOVER_PEEK_S = 0.5
 _RETRYABLE = frozenset({"store_unavailable", "rate_limited", "unavailable"})
 
 
@@ -56,6 +72,7 @@ class Conversation:
         self.ended = False
         # The last events, to say what a stuck turn was waiting after.
         self.recent: deque[str] = deque(maxlen=RECENT_EVENTS)
+        self._held: deque[dict[str, Any]] = deque()  # read while looking for a failover
 
     @property
     def headers(self) -> dict[str, str]:
@@ -71,6 +88,8 @@ class Conversation:
             answer = await self._attempt(None, {"mode": mode, **start})
             if answer is None or answer.get("type") == "error":
                 last = "no answer" if answer is None else str(answer.get("code"))
+                if answer is not None:
+                    self.record.start_errors.append((self.clock.now(), last))
                 await asyncio.sleep(0.5)
                 continue
             self._began(answer)
@@ -83,15 +102,19 @@ class Conversation:
         if self.ended:
             return False
         old = self.link
+        held = [*self._held]
+        self._held.clear()
         if old is not None:
             await old.close()
-            try:  # what came before the end: a session.moving's token, or the end itself
-                for event in old.unread():
-                    self._note(event)
-            except SessionOver:
-                return False
+            held += old.unread()
+        try:  # what came before the end: a session.moving's token, or the end itself
+            for event in held:
+                self._note(event)
+        except SessionOver:
+            return False
         avoid = old.node if old is not None else None
         self.record.disturb(self.clock.now())
+        self.record.broke(self.clock.now(), "socket lost")
         if self.moving_token is not None and self.moving_after_s > 0:
             await asyncio.sleep(self.moving_after_s)  # as session.moving asks
         deadline = self.clock.now() + RETRY_FOR_S
@@ -152,20 +175,51 @@ class Conversation:
             record.started_at = self.clock.now()
         assert self.link is not None
         record.nodes.append(self.link.node)
+        provider = str(answer.get("provider"))
+        expected = targets_of(record.alias) or (record.provider,)
+        if provider not in expected:
+            record.problem(
+                f"session.started on provider {provider!r}, not one of {', '.join(expected)}"
+            )
+        if record.started_on is None:
+            record.started_on = provider
+        elif provider != record.upstream:  # resumed where another target serves it
+            record.broke(self.clock.now(), f"resumed on {provider}")
+        record.upstream = provider
 
     # Events -------------------------------------------------------------------------------------
 
     async def event(self, within: float = EVENT_WITHIN_S) -> dict[str, Any]:
+        event = self._held.popleft() if self._held else await self._next(within)
+        self._note(event)
+        if event.get("type") == "response.done" and event.get("status") == "interrupted":
+            follower = await self._peek()
+            if follower is not None and follower.get("type") == "session.provider_changed":
+                self._note(follower)
+                self.record.failovers[-1].cut = True
+                return follower  # the cut reply's end stays with the failover
+            if follower is not None:
+                self._held.append(follower)
+        return event
+
+    async def _next(self, within: float) -> dict[str, Any]:
         if self.link is None:
             raise Interrupted
         try:
-            event = await self.link.next(within)
+            return await self.link.next(within)
         except LinkClosed as closed:
             if self.ended:
                 raise SessionOver from None
             raise Interrupted from closed
-        self._note(event)
-        return event
+
+    async def _peek(self) -> dict[str, Any] | None:
+        """The event right behind, if one comes soon (the socket's end is left for later)."""
+        if self.link is None:
+            return None
+        try:
+            return await self.link.next(FAILOVER_PEEK_S)
+        except (TimeoutError, LinkClosed):
+            return None
 
     def _note(self, event: dict[str, Any]) -> None:
         record, now, kind = self.record, self.clock.now(), event.get("type")
@@ -174,6 +228,15 @@ class Conversation:
             self.moving_token = event.get("resume_token")
             self.moving_after_s = float(event.get("retry_after_ms") or 0) / 1000
             record.disturb(now)
+            record.broke(now, "moved")
+        elif kind == "session.provider_changed":
+            provider = str(event.get("provider"))
+            seen = FailoverSeen(now, str(event.get("reason")), provider, str(event.get("previous")))
+            record.failovers.append(seen)
+            record.disturb(now)
+            if provider not in targets_of(record.alias):
+                record.problem(f"moved to provider {provider!r}, not of alias {record.alias!r}")
+            record.upstream = provider
         elif kind == "session.ended":
             self.ended = True
             record.end_reason = str(event.get("reason"))

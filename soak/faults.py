@@ -5,8 +5,10 @@ minutes (SIGTERM, started again once it exited) and one Redis restart.
 
 Session faults are handed to the session (``SessionContext.pending_fault``), which meets them
 at its next turn and logs them when they happen; upstream faults go to the fakes' control API
-at once; fleet faults are the fleet's. Every fault is logged with its time (``FaultEntry``), and
-every planned session fault with what became of it (``FaultHit``).
+at once, aimed at the chosen session's upstream connection, or server-wide (``SERVER_WIDE``:
+the OpenAI fake's next connections or next response, whoever's; the report names the session
+that met each, ``soak.failovers``); fleet faults are the fleet's. Every fault is logged with its
+time (``FaultEntry``), and every planned session fault with what became of it (``FaultHit``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from soak.context import SessionContext, SoakLogs
 from soak.fleet import Fleet
 from soak.records import Clock, FaultEntry
 from soak.schedule import (
+    SERVER_WIDE,
     SESSION_KINDS,
     UPSTREAM_KINDS,
     Candidate,
@@ -41,7 +44,10 @@ def _fits(ctx: SessionContext, need: str) -> bool:
         return record.kind != "phone"
     if need == "phone":
         return record.kind == "phone"
-    return record.provider == need and record.kind != "phone"
+    # Its kind's provider, and still served by it: one that failed over (to Gemini or chat) is
+    # not aimed at. (A browser voice session on Gemini Live after a failover is not a kind the
+    # soak aims Gemini's faults at: the text_gemini sessions are.)
+    return record.provider == need and record.upstream == need and record.kind != "phone"
 
 
 async def session_faults(
@@ -66,6 +72,8 @@ async def _aim(
     clock: Clock,
 ) -> FaultHit:
     kind = planned.kind
+    if kind in SERVER_WIDE:
+        return await _server_wide(planned, fleet, logs, clock)
     need = SESSION_KINDS.get(kind) or UPSTREAM_KINDS[kind]
     by_slot = {s.record.slot: s for s in sessions if _fits(s, need)}
     chosen = choose_target(
@@ -98,6 +106,23 @@ async def _aim(
             planned, hit.at, hit.session, hit.slot, hit.ordinal, f"not carried out: {detail}"
         )
     )
+
+
+async def _server_wide(
+    planned: PlannedFault, fleet: Fleet, logs: SoakLogs, clock: Clock
+) -> FaultHit:
+    """A fault of the OpenAI fake's own: its next connections or its next response, whichever
+    session they are; aimed at none (the planned slot is not used)."""
+    kind = planned.kind
+    try:
+        answer = await fleet.control("/fault", {"kind": kind})
+    except Exception as error:  # the fakes' process is part of the soak: say what failed
+        answer = {"ok": False, "detail": f"control API: {error!r}"}
+    now = clock.now()
+    ok, detail = bool(answer.get("ok")), str(answer.get("detail", ""))
+    logs.fault(FaultEntry(now, kind, "openai", ok, detail))
+    note = "server-wide: met by whoever comes next (see the failovers)"
+    return FaultHit(planned, now, note=note if ok else f"not carried out: {detail}")
 
 
 async def fleet_faults(plan: FaultPlan, fleet: Fleet, logs: SoakLogs, clock: Clock) -> None:

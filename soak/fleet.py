@@ -4,8 +4,10 @@ and the soak's journaling tools. Everything logs into the run's folder, one file
 (and per incarnation of a node: a rolling restart starts a new process with a new log).
 
 Node a takes phone calls to OpenAI Realtime, node b to Gemini Live; both greet a call with a
-tool that needs confirmation. Leases, the drain's grace and the confirmations' lifetime are
-short so that the faults play out within a short run.
+tool that needs confirmation. Both nodes read the soak's model aliases (``soak.routing``): the
+sessions that talk to OpenAI, node a's calls among them, fail over to another provider. Leases,
+the drain's grace and the confirmations' lifetime are short so that the faults play out within a
+short run.
 """
 
 from __future__ import annotations
@@ -24,6 +26,13 @@ from soak.nodes import AUTH_SECRET, Node
 from soak.phone import TWILIO_AUTH_TOKEN
 from soak.processes import REPO, Child
 from soak.redis_server import RedisServer, free_port, redis_path
+from soak.routing import (
+    FIRST_OUTPUT_TEXT_S,
+    FIRST_OUTPUT_VOICE_S,
+    OUTPUT_GAP_S,
+    PHONE_ALIASES,
+    alias_text,
+)
 
 __all__ = ["CONFIRMATION_TTL_S", "DRAIN_GRACE_S", "Fleet", "GatewayNode", "Incarnation"]
 
@@ -126,6 +135,7 @@ class Fleet:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.journal = folder / "journal.jsonl"
+        self.models = folder / "models.json"  # the alias file (GATEWAY_MODELS)
         self.redis: RedisServer | None = None
         # One process per upstream fake (``soak.upstreams --only``), as providers are separate.
         self.upstreams = {
@@ -153,6 +163,7 @@ class Fleet:
             self._controls[kind] = urls.pop("control")
             self.urls.update(urls)
         registry = await self._registry()
+        self.models.write_text(alias_text())
         for name in ("a", "b"):
             port = free_port()
             node = GatewayNode(Node(name, port), self._env(name, port, registry), self.folder)
@@ -197,7 +208,13 @@ class Fleet:
             "CHAT_API_KEY": "soak",
             "TWILIO_PROVIDER": TWILIO_PROVIDER[name],
             "TWILIO_GREETING": GREETING,
+            "MODELS": str(self.models),
+            "FIRST_OUTPUT_VOICE_S": str(FIRST_OUTPUT_VOICE_S),
+            "FIRST_OUTPUT_TEXT_S": str(FIRST_OUTPUT_TEXT_S),
+            "OUTPUT_GAP_S": str(OUTPUT_GAP_S),
         }
+        if name in PHONE_ALIASES:
+            settings["TWILIO_MODEL"] = PHONE_ALIASES[name]
         env.update({f"GATEWAY_{key}": value for key, value in settings.items()})
         env.update(
             OPENAI_API_KEY="sk-soak",
@@ -278,3 +295,13 @@ class Fleet:
             async with http.post(f"{url}{path}", json=body) as response:
                 answer: dict[str, Any] = await response.json()
         return answer
+
+    async def applied(self) -> list[dict[str, Any]]:
+        """Every time a fault mode of a fake applied (``soak.upstreams``' ``GET /applied``):
+        ``kind``, ``at`` (the machine's monotonic clock), ``tag`` of the session it met."""
+        found: list[dict[str, Any]] = []
+        async with aiohttp.ClientSession() as http:
+            for url in self._controls.values():
+                async with http.get(f"{url}/applied") as response:
+                    found += (await response.json())["applied"]
+        return sorted(found, key=lambda a: float(a["at"]))

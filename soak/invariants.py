@@ -16,6 +16,8 @@ summaries out.
 6. ``resources``: RSS and open files grow < 10 % over the measured window (``resources``);
    sockets are released once the load stops (``cleanup``).
 7. ``latency``: relay latency p99 under faults (turns no fault touched) within 2× the calm p99.
+8. ``failover``: each stall of the OpenAI fake moved the session it met in time; no session on
+   an alias with a healthy target ended for want of an upstream (``soak.failovers``).
 """
 
 from __future__ import annotations

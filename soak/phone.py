@@ -25,6 +25,7 @@ from gateway.edges.twilio.signature import twilio_signature
 from soak.audio import FRAME_MS, ulaw_frames
 from soak.context import SessionContext
 from soak.nodes import Node, NodeDirectory
+from soak.routing import PHONE_ALIASES
 
 __all__ = ["TWILIO_AUTH_TOKEN", "run_call"]
 
@@ -227,6 +228,7 @@ async def _call(
         return
     record.session_id, record.started_at = call_sid, ctx.clock.now()
     record.nodes.append(node.name)
+    record.alias = PHONE_ALIASES.get(node.name)
     try:
         await line.quiet()
         digit = "2" if ctx.rng.random() < 0.15 else "1"
@@ -268,6 +270,7 @@ async def _utterance(ctx: SessionContext, line: PhoneLine) -> None:
         ctx.sample("phone", spoken - ctx.clock.origin, first - ctx.clock.origin)
         if ctx.rng.random() < 0.2:
             ctx.record.barge_ins += 1
+            ctx.record.broke(ctx.clock.now(), "barge-in")
             line.cleared.clear()
             await asyncio.sleep(0.2)
             playing = max(line.marked, key=line.marked.__getitem__, default="")

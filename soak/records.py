@@ -12,6 +12,7 @@ __all__ = [
     "END_REASONS",
     "CallSeen",
     "Clock",
+    "FailoverSeen",
     "FaultEntry",
     "LatencySample",
     "SessionRecord",
@@ -28,13 +29,22 @@ CLIENT_FAULT_CODES = frozenset(
 
 
 class Clock:
-    """Seconds since the soak began (monotonic)."""
+    """Seconds since the soak began (monotonic). ``time.monotonic`` is the machine's
+    ``CLOCK_MONOTONIC``, the same in every process: another process's monotonic times convert
+    with ``from_monotonic``; wall-clock times (the nodes' log lines) with ``from_wall``."""
 
     def __init__(self) -> None:
         self.origin = time.monotonic()
+        self.wall_origin = time.time()
 
     def now(self) -> float:
         return time.monotonic() - self.origin
+
+    def from_monotonic(self, at: float) -> float:
+        return at - self.origin
+
+    def from_wall(self, at: float) -> float:
+        return at - self.wall_origin
 
 
 @dataclass
@@ -46,6 +56,27 @@ class CallSeen:
     run: str | None = None  # the execution's key, from tool.finished's data
     error_type: str | None = None
     answered_after: bool = False  # a reply of the model completed after tool.finished
+
+
+@dataclass
+class FailoverSeen:
+    """A ``session.provider_changed`` a client saw: its session moved to another target of its
+    model alias without reconnecting."""
+
+    at: float
+    reason: str
+    provider: str
+    previous: str
+    cut: bool = False  # a reply being spoken ended ``interrupted`` just before it
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "at_s": round(self.at, 3),
+            "reason": self.reason,
+            "provider": self.provider,
+            "previous": self.previous,
+            "cut": self.cut,
+        }
 
 
 @dataclass
@@ -102,9 +133,26 @@ class SessionRecord:
     problems: list[str] = field(default_factory=list)  # what the driver saw go wrong
     slot: int = 0  # the driver's slot that ran it
     ordinal: int = 1  # the slot's n-th session (with the slot, fixed by the seed: its kind)
+    # Routing: the model alias it asked for (None: a provider alone), the provider serving it
+    # now (``session.started``, ``session.provider_changed``), the one it first started on.
+    alias: str | None = None
+    upstream: str = ""
+    started_on: str | None = None
+    failovers: list[FailoverSeen] = field(default_factory=list)
+    start_errors: list[tuple[float, str]] = field(default_factory=list)  # refused starts: codes
+    # What legitimately ends an output owed by the model: a barge-in, a move, a lost socket, a
+    # resume (the failover judgment excuses a stall these met).
+    breaks: list[tuple[float, str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.upstream:
+            self.upstream = self.provider
 
     def disturb(self, at: float) -> None:
         self.disturbed.append(at)
 
     def problem(self, text: str) -> None:
         self.problems.append(text)
+
+    def broke(self, at: float, what: str) -> None:
+        self.breaks.append((at, what))

@@ -1,6 +1,7 @@
 """The soak's report: ``report.json`` (everything) and ``report.md`` (what a reader needs: the
-verdict, sessions by kind, turns, tool calls, faults by kind with each one's time, violations,
-latency with and without faults, memory and open files, cleanup), and the plots."""
+verdict, sessions by kind, turns, tool calls, faults by kind with each one's time, failovers by
+reason and the server-wide faults each with the session that met it, violations, latency with
+and without faults, memory and open files, cleanup), and the plots."""
 
 from __future__ import annotations
 
@@ -103,6 +104,7 @@ def markdown(report: dict[str, Any]) -> str:
         [[kind, count, failed[kind]] for kind, count in sorted(by_kind.items())],
     )
     out += _schedule(report.get("schedule"))
+    out += _failovers(report.get("failovers"))
     out += ["## Invariant violations", ""]
     out += [f"- **{v['invariant']}**: {v['detail']}" for v in violations] or ["None."]
     out += ["", "## Relay latency (ms): calm phase against the fault phase", ""]
@@ -221,6 +223,53 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def _failovers(failovers: dict[str, Any] | None) -> list[str]:
+    """Failovers by reason, and each server-wide fault with the session that met it."""
+    if failovers is None:
+        return []
+    out = [
+        "## Failovers",
+        "",
+        f"By reason, as the nodes logged them (every session, phone calls included): "
+        f"{_counts(failovers['by_reason'])}; of these, phone calls' "
+        f"{_counts(failovers['by_reason_phone'])}. Seen by the clients "
+        f"(`session.provider_changed`): {_counts(failovers['seen_by_clients'])}. Sessions that "
+        f"started on a fallback (their first target refused, or its breaker open): "
+        f"{_counts(failovers['started_on_fallback'])}.",
+        "",
+        f"The OpenAI fake's server-wide faults: asked for {_counts(failovers['requested'])}; "
+        f"applied {_counts(failovers['applied'])} (a refusal or a 429 once per connection it "
+        "met). Each stall is judged: a failover of the session it met within the deadline "
+        f"plus 1 s ({_counts(failovers['stall_verdicts'])}).",
+        "",
+    ]
+    out += _table(
+        ["at (s)", "applied", "met by", "failover", "after (s)", "deadline (s)", "verdict", "note"],
+        [
+            [
+                a["at_s"],
+                a["kind"],
+                a.get("met_by"),
+                a.get("reason"),
+                a.get("after_s"),
+                a.get("deadline_s"),
+                a["verdict"],
+                a.get("note", ""),
+            ]
+            for a in failovers["applications"]
+        ],
+    )
+    stray = failovers["stalls_without_fault"]
+    if stray:
+        out += [
+            f"Stall failovers no fault of the soak explains ({len(stray)}: a slow machine can "
+            "make a healthy upstream late): "
+            + ", ".join(f"{f['session']} {f['reason']} at {f['at_s']} s" for f in stray),
+            "",
+        ]
+    return out
+
+
 def _schedule(schedule: dict[str, Any] | None) -> list[str]:
     """The schedule planned from the seed, and what became of each fault of it."""
     if schedule is None:
@@ -228,12 +277,14 @@ def _schedule(schedule: dict[str, Any] | None) -> list[str]:
     faults = schedule["session_faults"]
     handed = sum(1 for f in faults if f.get("hit") is not None)
     unaimed = sum(1 for f in faults if f["aimed_at_s"] is None)
+    wide = sum(1 for f in faults if str(f.get("note", "")).startswith("server-wide"))
     out = [
         f"## The schedule (seed {schedule['seed']}, digest {schedule['digest']})",
         "",
         f"Planned from the seed before the load began: {len(schedule['fleet'])} fleet faults and "
-        f"{len(faults)} session faults; {handed} of these were handed to a session, "
-        f"{len(faults) - handed - unaimed} found none that could meet them, {unaimed} came "
+        f"{len(faults)} session faults; {handed} of these were handed to a session, {wide} were "
+        "server-wide (aimed at none: see the failovers), "
+        f"{len(faults) - handed - unaimed - wide} found none that could meet them, {unaimed} came "
         "after the load. A run with the same seed and settings has the same plan (the same "
         "digest); which of a slot's sessions a fault met depends on the moment (`docs/soak.md`).",
         "",

@@ -10,6 +10,7 @@ import json
 import logging
 import shutil
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from soak.cleanup import check_cleanup
 from soak.config import SoakConfig
 from soak.context import SoakLogs
 from soak.driver import Driver
+from soak.failovers import GatewayFailover, applications, check_failovers, parse_node_log
 from soak.fleet import Fleet
 from soak.invariants import Violation, check_latency, check_sessions, check_tools
 from soak.logscan import scan_log
@@ -26,7 +28,13 @@ from soak.nodes import NodeDirectory
 from soak.records import Clock
 from soak.report import write_report
 from soak.resources import growth_rows
-from soak.schedule import plan_fleet_faults, plan_session_faults, schedule_report, stream
+from soak.schedule import (
+    SERVER_WIDE,
+    plan_fleet_faults,
+    plan_session_faults,
+    schedule_report,
+    stream,
+)
 
 __all__ = ["run_soak"]
 
@@ -119,6 +127,7 @@ async def _soak(config: SoakConfig, fleet: Fleet, folder: Path) -> dict[str, Any
     monitor.sample_now()
     await monitor.stop()
     tally = await fleet.control("/tally")
+    applied = applications(await fleet.applied(), clock.origin)
     cleanup = await check_cleanup(fleet, baseline_fds)
     stopped = await fleet.stop(clock.now())
 
@@ -142,6 +151,17 @@ async def _soak(config: SoakConfig, fleet: Fleet, folder: Path) -> dict[str, Any
         config.calm_end_s,
         calm_from=config.calm_from_s,
         fleet_windows=fleet_windows,
+    )
+    gateway_failovers: list[GatewayFailover] = []
+    calls: dict[str, str] = {}
+    for role, path in fleet.logs():
+        if role.startswith("node-"):
+            found, node_calls = parse_node_log(path.read_text(errors="replace"), clock.wall_origin)
+            gateway_failovers += found
+            calls.update(node_calls)
+    requested = Counter(e.kind for e in logs.faults if e.kind in SERVER_WIDE and e.ok)
+    failover_violations, failovers = check_failovers(
+        applied, driver.records, gateway_failovers, calls, requested
     )
     growth_violations, growth = growth_rows(
         monitor.samples,
@@ -171,6 +191,7 @@ async def _soak(config: SoakConfig, fleet: Fleet, folder: Path) -> dict[str, Any
     violations += (
         tool_violations
         + session_violations
+        + failover_violations
         + latency_violations
         + growth_violations
         + log_violations
@@ -197,6 +218,7 @@ async def _soak(config: SoakConfig, fleet: Fleet, folder: Path) -> dict[str, Any
         "sessions": sessions_summary,
         "tools": tools_summary,
         "faults": fault_log,
+        "failovers": failovers,
         "schedule": schedule_report(config.seed, plan, planned, logs.hits, fault_log),
         "latency": latency_rows,
         "latency_samples": [

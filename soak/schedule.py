@@ -16,7 +16,10 @@ Fixed by the seed and the settings, computed before the load starts:
 Not fixed, because it depends on the moment: which of a slot's sessions is alive when a fault
 is due, and whether it can meet it (started, the right kind, not already asked to misbehave).
 That choice is deterministic given the state (``choose_target``): the planned slot's session if
-it can, else the next slot up that can; an upstream fault prefers a session in a turn.
+it can, else the next slot up that can; an upstream fault prefers a session in a turn. The
+server-wide faults (``SERVER_WIDE``: the OpenAI fake refuses or fails its next connections, or
+stalls its next response) are aimed at no session: whichever comes next meets them, and the
+report names it afterwards (``soak.failovers``); their planned slot is not used.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any
 
 __all__ = [
     "FAULT_KINDS",
+    "SERVER_WIDE",
     "SESSION_KINDS",
     "UPSTREAM_KINDS",
     "Candidate",
@@ -68,7 +72,13 @@ UPSTREAM_KINDS: dict[str, str] = {
     "gemini_drop": "gemini",
     "gemini_goaway": "gemini",
     "gemini_duplicate": "gemini",
+    # Server-wide: the fake's next connections or its next response, whoever's they are.
+    "openai_refuse": "openai",
+    "openai_429": "openai",
+    "openai_stall_first": "openai",
+    "openai_stall_mid": "openai",
 }
+SERVER_WIDE = frozenset({"openai_refuse", "openai_429", "openai_stall_first", "openai_stall_mid"})
 FAULT_KINDS = (*SESSION_KINDS, *UPSTREAM_KINDS)
 END_MARGIN_S = 15.0  # no fleet fault this close to the end: it must play out
 

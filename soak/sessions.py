@@ -1,7 +1,9 @@
 """The life of one soak session on the client protocol: start, a few turns with pauses between
 them, a fault when the scheduler asks for one, and ``session.end``. A lost socket is resumed on
 another node and the session goes on with its next turn; ``session.ended`` from the gateway ends
-it early (its reason is recorded and judged later)."""
+it early (its reason is recorded and judged later). A session of a kind that talks to OpenAI
+names its model alias (``soak.routing``) instead of the provider, and goes on with its turns on
+whichever target serves it (``session.started.provider``, ``session.provider_changed``)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from soak import turns
 from soak.context import SessionContext
 from soak.conversation import Conversation, Interrupted, SessionOver
 from soak.nodes import NodeDirectory
+from soak.routing import alias_of
 from soak.session_faults import meet_fault
 from soak.voice import Microphone, voice_turn
 
@@ -33,10 +36,12 @@ async def run_session(
     record = ctx.record
     conv = Conversation(record, nodes, http, ctx.clock)
     voice = record.kind.startswith("voice")
-    start: dict[str, object] = {
-        "provider": record.provider,
-        "instructions": _tag_instructions(ctx),
-    }
+    record.alias = alias_of(record.kind)
+    start: dict[str, object] = {"instructions": _tag_instructions(ctx)}
+    if record.alias is not None:
+        start["model"] = record.alias
+    else:
+        start["provider"] = record.provider
     rate = ctx.rng.choice((24000, 24000, 16000))
     if voice:
         start["audio"] = {"input_rate": rate, "output_rate": 24000}

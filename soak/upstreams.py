@@ -11,8 +11,19 @@ behind the others' audio (the soak judged the gateway by the fakes' queueing).
   ``tag``: ``openai_drop`` (close 1011), ``openai_expire`` (``session_expired``, close 1001),
   ``gemini_drop``, ``gemini_goaway`` (``goAway``, close 1001 a second later);
   ``gemini_duplicate`` ``{"seconds"}``: every Gemini connection opened in the next seconds sends
-  each ``toolCall`` twice. Answers ``{"ok": bool, "detail"}``;
-- ``GET /tally``: the tally's summary (``Tally.summary``).
+  each ``toolCall`` twice. Server-wide, not aimed at a session (``tag`` is not read): the OpenAI
+  fake's fault modes (``fakes.faults``, ``server.faults.fail_next``): ``openai_refuse``
+  ``{"count"}`` resets the next ``count`` new connections (TCP RST, no HTTP answer),
+  ``openai_429`` ``{"count"}`` answers them 429 (``Retry-After: 1``), ``openai_stall_first``: the
+  next response sends nothing at all, ``openai_stall_mid`` ``{"after"}``: the next response that
+  gets that far stops after ``after`` output chunks. Answers ``{"ok": bool, "detail"}``;
+- ``GET /tally``: the tally's summary (``Tally.summary``);
+- ``GET /applied``: ``{"applied": [{"kind", "at", "tag", "connection"}]}``, each time a fault mode
+  applied: its kind (``refuse``, ``status``, ``stall_first``, ``stall_mid``), when (the machine's
+  monotonic clock, ``time.monotonic``: the soak converts it to its own), and for a stall the
+  tag of the soak session whose connection it met (None for a connection fault: no session
+  has spoken on it yet). Which connection is running is known from the frames: the tap marks
+  each connection's tasks (a context variable) as it reads their frames.
 
 It prints one JSON line with the URLs of the fakes it runs (``openai``; ``gemini`` and
 ``gemini_ca``; ``chat``) and ``control``, and serves until SIGTERM. Closed connections are
@@ -24,11 +35,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import json
 import logging
 import signal
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,14 +50,29 @@ from aiohttp import web
 
 from fakes.chat.brain import FakeReply, Text
 from fakes.chat.server import FakeChatOptions, FakeChatServer
+from fakes.faults import FaultKind
 from fakes.gemini_live.server import FakeGeminiConnection, FakeGeminiOptions, FakeGeminiServer
 from fakes.openai_realtime.server import FakeConnection, FakeOptions, FakeRealtimeServer
 from soak.upstream_tally import Tally
 
-__all__ = ["KINDS", "UpstreamFakes", "main"]
+__all__ = ["KINDS", "SERVER_WIDE", "UpstreamFakes", "main"]
 
 _log = logging.getLogger("soak.upstreams")
 FORGET_EVERY_S = 5.0
+# The server-wide faults of the OpenAI fake: the soak's kind → the fake's fault kind.
+SERVER_WIDE: dict[str, FaultKind] = {
+    "openai_refuse": "refuse",
+    "openai_429": "status",
+    "openai_stall_first": "stall_first",
+    "openai_stall_mid": "stall_mid",
+}
+DEFAULT_COUNT = 2  # connections a refuse or a 429 meets
+DEFAULT_AFTER = 3  # the chunks a stall_mid response sends first (3 words, 60 ms of audio)
+# The connection whose frame the running task read last (``id`` of it): the tap sets it, and
+# the tasks a connection starts afterwards (its responses' deliveries) inherit it.
+_CONNECTION: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "soak_connection", default=None
+)
 
 
 KINDS = ("openai", "gemini", "chat")
@@ -56,9 +84,11 @@ class UpstreamFakes:
         self.openai: FakeRealtimeServer | None = None
         self.gemini: FakeGeminiServer | None = None
         self.chat: FakeChatServer | None = None
+        self.applied: list[dict[str, Any]] = []
         if "openai" in kinds:
             self.openai = FakeRealtimeServer(FakeOptions(pace=1.0, log_frames=False))
             self.openai.tap = self._openai_frame
+            self.openai.faults.on_applied = self._applied
         if "gemini" in kinds:
             self.gemini = FakeGeminiServer(
                 FakeGeminiOptions(pace=1.0, log_frames=False), cert_dir=cert_dir
@@ -72,7 +102,24 @@ class UpstreamFakes:
         self._faults: set[asyncio.Task[None]] = set()
 
     def _openai_frame(self, connection: Any, direction: str, message: Mapping[str, Any]) -> None:
+        _CONNECTION.set(id(connection))
         self.tally.frame(id(connection), "openai", direction, message)
+
+    def _applied(self, kind: FaultKind) -> None:
+        """A fault mode of the OpenAI fake applied: a connection fault as a connection comes in
+        (no session on it yet), a stall in the task of the connection it stalls."""
+        key = _CONNECTION.get() if kind in ("stall_first", "stall_mid") else None
+        number = None
+        if key is not None and self.openai is not None:
+            number = next((c.number for c in self.openai.connections if id(c) == key), None)
+        self.applied.append(
+            {
+                "kind": kind,
+                "at": time.monotonic(),
+                "tag": None if key is None else self.tally.tag_of(key),
+                "connection": number,
+            }
+        )
 
     def _gemini_frame(self, connection: Any, direction: str, message: Mapping[str, Any]) -> None:
         self.tally.frame(id(connection), "gemini", direction, message)
@@ -125,7 +172,33 @@ class UpstreamFakes:
                 return connection
         return None
 
-    def fault(self, kind: str, tag: str, seconds: float) -> dict[str, Any]:
+    def server_wide(self, kind: str, count: int, after: int) -> dict[str, Any]:
+        """One of ``SERVER_WIDE``: the OpenAI fake's fault mode on for its next applications."""
+        if self.openai is None:
+            return {"ok": False, "detail": "no OpenAI fake in this process"}
+        fault = SERVER_WIDE[kind]
+        faults = self.openai.faults
+        if fault in ("refuse", "status"):
+            status = 429 if fault == "status" else None
+            faults.fail_next(fault, count, status=status)
+            what = "reset" if fault == "refuse" else "answered 429"
+            return {"ok": True, "detail": f"the next {count} new OpenAI connections {what}"}
+        if fault == "stall_first":
+            faults.fail_next("stall_first")
+            return {"ok": True, "detail": "the next OpenAI response sends nothing"}
+        faults.fail_next("stall_mid", after=after)
+        return {"ok": True, "detail": f"the next OpenAI response stops after {after} chunks"}
+
+    def fault(
+        self,
+        kind: str,
+        tag: str,
+        seconds: float,
+        count: int = DEFAULT_COUNT,
+        after: int = DEFAULT_AFTER,
+    ) -> dict[str, Any]:
+        if kind in SERVER_WIDE:
+            return self.server_wide(kind, count, after)
         if kind == "gemini_duplicate":
             if self.gemini is None:
                 return {"ok": False, "detail": "no Gemini fake in this process"}
@@ -164,16 +237,24 @@ def control_app(fakes: UpstreamFakes) -> web.Application:
     async def fault(request: web.Request) -> web.Response:
         body = await request.json()
         answer = fakes.fault(
-            str(body.get("kind", "")), str(body.get("tag", "")), float(body.get("seconds", 0))
+            str(body.get("kind", "")),
+            str(body.get("tag", "")),
+            float(body.get("seconds", 0)),
+            int(body.get("count", DEFAULT_COUNT)),
+            int(body.get("after", DEFAULT_AFTER)),
         )
         return web.json_response(answer)
 
     async def tally(request: web.Request) -> web.Response:
         return web.json_response(fakes.tally.summary())
 
+    async def applied(request: web.Request) -> web.Response:
+        return web.json_response({"applied": fakes.applied})
+
     app = web.Application()
     app.router.add_post("/fault", fault)
     app.router.add_get("/tally", tally)
+    app.router.add_get("/applied", applied)
     return app
 
 

@@ -81,6 +81,7 @@ async def voice_turn(ctx: SessionContext, conv: Conversation, mic: Microphone) -
             ctx.sample("voice", spoken - ctx.clock.origin, first_audio - ctx.clock.origin)
             if barge_in:
                 ctx.record.barge_ins += 1
+                ctx.record.broke(ctx.clock.now(), "barge-in")
                 await asyncio.sleep(0.15)
                 await _barge_in(ctx, conv, mic)
                 return
