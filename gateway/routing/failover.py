@@ -27,10 +27,11 @@ import structlog
 from gateway.audio.convert import AudioConverter
 from gateway.clock import Clock
 from gateway.routing.aliases import Target
+from gateway.routing.handover import Handover, TurnKind, replay
 from gateway.routing.health import TargetHealth
 from gateway.routing.resolve import Route
 from gateway.routing.stall import StallWatch
-from gateway.routing.utterance import Format, Utterance, silence
+from gateway.routing.utterance import Format, Utterance
 from transports import events as up
 from transports.base import (
     Capabilities,
@@ -47,8 +48,6 @@ __all__ = ["OpenTarget", "Opened", "RoutedTransport"]
 _log = structlog.get_logger("routing.failover")
 
 CLOSE_WAIT_S = 2.0
-# After a replayed utterance whose turn had ended: enough silence for any detector to end it.
-END_OF_TURN_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +99,14 @@ class RoutedTransport:
         self._bridge: AudioConverter | None = None  # the session's format → the new target's
         self._calls: set[str] = set()  # the call ids the active target made
         self._responses: set[str] = set()
+        self._turn_kind: TurnKind | None = None  # what the model was last given to answer
+        self._given: list[ToolResult] = []  # results given since the last completed reply
         self._cut = False  # the last response was cut by the upstream's loss
         self._barged = False  # the user spoke over the response in progress
         self.failovers = 0
+        # Failovers since the model last said anything: stalls on every target in a row end
+        # the session instead of going round for ever.
+        self._switches = 0
 
     # -- what the session reads ------------------------------------------------------------------
 
@@ -163,11 +167,14 @@ class RoutedTransport:
         self._cut = False
         if kind is up.AudioDelta or kind is up.TextDelta:
             watch.output(now)
+            self._switches = 0
         elif kind is up.TranscriptDelta:
             if event.role == "assistant":  # type: ignore[attr-defined]
                 watch.output(now)
+                self._switches = 0
         elif kind is up.ToolCallsRequested:
             watch.output(now)
+            self._switches = 0
             self._calls.update(c.call_id for c in event.calls)  # type: ignore[attr-defined]
         elif kind is up.ResponseStarted:
             self._responses.add(event.response_id)  # type: ignore[attr-defined]
@@ -179,8 +186,10 @@ class RoutedTransport:
             self._cut = event.status == "interrupted" and not self._barged  # type: ignore[attr-defined]
             if event.status == "completed":  # type: ignore[attr-defined]
                 self._said.answered()
+                self._given.clear()  # what it was given is answered
+                self._turn_kind = None
         elif kind is up.SpeechStopped:
-            self._turn_ended()
+            self._turn_ended("speech")
         elif kind is up.SpeechStarted:
             watch.quiet()
             self._barged = True
@@ -188,8 +197,12 @@ class RoutedTransport:
             return
         self._arm()
 
-    def _turn_ended(self) -> None:
-        self._said.turn_ended()
+    def _turn_ended(self, kind: TurnKind) -> None:
+        """The model owes an answer to ``kind``: the user's speech (or push-to-talk commit),
+        a typed message, tool results, or a plain request to answer."""
+        if kind == "speech":
+            self._said.turn_ended()
+        self._turn_kind = kind
         self._watch.turn_ended(self._clock.monotonic())
         self._arm()
 
@@ -234,6 +247,10 @@ class RoutedTransport:
             await self._close_quietly(old)
             if self._health is not None:
                 await self._health.failure(previous.key, reason)
+            self._switches += 1
+            if self._switches > len(self._route.targets):
+                _log.warning("upstream_failover_given_up", target=previous.key, reason=reason)
+                return None  # every target was given this turn and none answered it
             for target in self._route.after(previous):
                 opened = await self._try(target)
                 if opened is None:
@@ -296,30 +313,18 @@ class RoutedTransport:
         fmt: Format = (caps.encoding, caps.input_rate)
         if self._said.format != fmt:
             self._bridge = AudioConverter(*self._said.format, *fmt)
-        replayed = await self._replay_audio(new, fmt)
-        if replayed and owed:
-            if opened.manual_turns:
-                await new.commit_audio(respond=True)
-            else:  # its own detector ends the turn, as the previous one's did
-                await new.send_audio(silence(END_OF_TURN_S, fmt))
-            self._turn_ended()
-        elif opened.unanswered and owed:
-            await new.send_text("\n".join(opened.unanswered))
-            self._turn_ended()
-        elif owed:
-            await new.request_response()
-            self._turn_ended()
+        # What the user said since the last completed reply, whatever is owed (the new
+        # provider's detector picks up an utterance still going on).
+        replayed = self._mode == "voice" and await replay(new, self._said, fmt)
+        if owed:
+            given, self._given = self._given, []
+            handover = Handover(self._turn_kind, given, opened.unanswered, opened.manual_turns)
+            kind = await handover.ask_again(new, fmt, replayed=replayed)
+            self._given.extend(given if kind == "results" else ())
+            self._turn_ended(kind)
         deferred, self._deferred = self._deferred, []
         for send in deferred:
             await send()
-
-    async def _replay_audio(self, new: Transport, fmt: Format) -> bool:
-        if self._mode != "voice" or not len(self._said):
-            return False
-        for pcm in self._said.as_format(fmt):
-            if pcm:
-                await new.send_audio(pcm)
-        return True
 
     async def _close_quietly(self, transport: Transport) -> None:
         with contextlib.suppress(Exception):
@@ -342,6 +347,7 @@ class RoutedTransport:
             taken = sink(delta)
             if taken:
                 watch.output(clock.monotonic())
+                self._switches = 0
             return taken
 
         setter(None if sink is None else watched)
@@ -368,11 +374,11 @@ class RoutedTransport:
 
     async def commit_audio(self, *, respond: bool = True) -> None:
         if respond:
-            self._turn_ended()
+            self._turn_ended("speech")
         await self._pass(lambda t: t.commit_audio(respond=respond))
 
     async def request_response(self) -> None:
-        self._turn_ended()
+        self._turn_ended("request")
         await self._pass(lambda t: t.request_response())
 
     async def clear_audio(self) -> None:
@@ -382,7 +388,7 @@ class RoutedTransport:
     # -- text, context and tools --------------------------------------------------------------
 
     async def send_text(self, text: str) -> None:
-        self._turn_ended()
+        self._turn_ended("text")
         await self._pass(lambda t: t.send_text(text))
 
     async def add_context(self, text: str) -> None:
@@ -392,7 +398,8 @@ class RoutedTransport:
         if not any(not r.acknowledgement for r in results):
             await self._pass(lambda t: t.send_tool_results(results))
             return
-        self._turn_ended()
+        self._given.extend(r for r in results if not r.acknowledgement)
+        self._turn_ended("results")
         await self._pass(lambda t: self._results_to(t, results))
 
     async def _results_to(self, transport: Transport, results: Sequence[ToolResult]) -> None:
@@ -405,7 +412,8 @@ class RoutedTransport:
                 await transport.send_late_result(result)
 
     async def send_late_result(self, result: ToolResult) -> None:
-        self._turn_ended()
+        self._given.append(result)
+        self._turn_ended("results")
         await self._pass(lambda t: t.send_late_result(result))
 
     async def cancel_response(self) -> None:
