@@ -1,0 +1,1 @@
+"""``scripts/bench failover``: failover within a voice session, per kind of fault (``bench``)."""
