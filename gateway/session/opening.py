@@ -19,10 +19,12 @@ from gateway.session.client_tools import ClientToolBook
 from gateway.session.ownership import Ownership
 from gateway.session.parts import SessionParts
 from gateway.session.refusals import StartRefused
+from gateway.session.replacement import record_failover
 from gateway.session.session import Session, SessionKeeper, SessionUser
 from gateway.session.tool_batch import confirmation_key_ttl_s
 from gateway.session.trace import SessionTrace
 from gateway.session.upstream_connect import (
+    BREAKER_SKIP,
     ConnectFailed,
     TransportFactory,
     connect_route,
@@ -172,6 +174,10 @@ async def open_session(
             )
         raise
     setup, transport = connected.setup, connected.transport
+    if connected.skipped:  # started on a later target: a failover before the first word
+        first, why = connected.skipped[0][0].key, connected.skipped[0][1]
+        reason = "breaker_open" if why.startswith(BREAKER_SKIP) else "connect"
+        record_failover(parts.metrics, trace, session_id, first, connected.target.key, reason)
     if route.fails_over:
 
         async def open_target(target: Target) -> Opened:

@@ -18,7 +18,7 @@ from gateway.toolrun.audit import AUDIT_LOGGER
 from transports import events as up
 from transports.base import Capabilities, Transport
 
-__all__ = ["ReplacementHost", "follow_replacement"]
+__all__ = ["ReplacementHost", "follow_replacement", "record_failover"]
 
 _audit = structlog.get_logger(AUDIT_LOGGER)
 
@@ -46,16 +46,7 @@ def follow_replacement(
     if adopt is not None:
         adopt()  # the session's audio is in the new provider's format from now
     target = f"{event.provider}/{event.model or '*'}"
-    host.metrics.failovers.labels(event.previous, target, event.reason).inc()
-    _audit.info(
-        "upstream_failover",
-        session_id=host.session_id,
-        previous=event.previous,
-        target=target,
-        reason=event.reason,
-    )
-    if host.trace is not None:
-        host.trace.upstream_replaced(event.previous, target, event.reason)
+    record_failover(host.metrics, host.trace, host.session_id, event.previous, target, event.reason)
     host.emit(
         ProviderChanged(
             provider=event.provider,
@@ -65,3 +56,20 @@ def follow_replacement(
         )
     )
     host.boundary()
+
+
+def record_failover(
+    metrics: Metrics,
+    trace: SessionTrace | None,
+    session_id: str,
+    previous: str,
+    target: str,
+    reason: str,
+) -> None:
+    """A failover, for the operator: counted by target and reason, audited, and a span."""
+    metrics.failovers.labels(previous, target, reason).inc()
+    _audit.info(
+        "upstream_failover", session_id=session_id, previous=previous, target=target, reason=reason
+    )
+    if trace is not None:
+        trace.upstream_replaced(previous, target, reason)

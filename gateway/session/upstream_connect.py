@@ -38,6 +38,7 @@ from transports.base import (
 )
 
 __all__ = [
+    "BREAKER_SKIP",
     "ConnectFailed",
     "Connected",
     "TransportFactory",
@@ -53,6 +54,7 @@ __all__ = [
 _log = structlog.get_logger("session.upstream_connect")
 
 TransportFactory = Callable[[str, Settings], Transport]
+BREAKER_SKIP = "skipped: its breaker is open"
 
 
 class ConnectFailed(Exception):
@@ -197,7 +199,7 @@ async def connect_route(
         if health is not None and route.fails_over:
             admission = await health.admit(target.key)
             if not admission.allowed:
-                skipped.append((target, "skipped: its breaker is open"))
+                skipped.append((target, BREAKER_SKIP))
                 retryable = True
                 continue
         attempt = on_target(setup, target)

@@ -96,9 +96,12 @@ async def test_a_start_on_a_refusing_provider_is_served_by_the_next_target(
         assert client.started["provider"] == "chat"
         reply = await client.say("hello there")
         assert first(reply, "response.done")["text"] == "You said: hello there"
-    # The refusal counted against the target that refused (its breaker).
+    # The refusal counted against the target that refused (its breaker), and the start on the
+    # next target is a failover for the operator.
     states = await gateway.manager.parts.health.states()  # type: ignore[union-attr]
     assert states["openai/gpt-realtime"].recent_failures == 1
+    labels = {"previous": "openai/gpt-realtime", "target": "chat/fake-chat-1", "reason": "connect"}
+    assert gateway.metric("gateway_upstream_failovers_total", **labels) == 1
 
 
 async def test_a_model_that_names_no_alias_is_refused_listing_the_aliases(
