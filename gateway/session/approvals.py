@@ -89,8 +89,12 @@ class Approvals:
                 return ErrorCode.INVALID_EVENT, problem
             args = parameters
         book.take(confirmation_id, now)
-        if not await w.ownership.take_confirmation(confirmation_id):
-            return _answered_elsewhere(confirmation_id)
+        try:
+            if not await w.ownership.take_confirmation(confirmation_id):
+                return _answered_elsewhere(confirmation_id)
+        except Fenced:  # another node took the session over meanwhile: the answer is its to take
+            w.host.lost()
+            return None
         call = ToolCall(pending.call_id, pending.tool_id, args)
         if spec is not None:
             # An approval is explicit, so it is never refused here, but it spends the budget.
