@@ -67,8 +67,9 @@ class Approvals:
         assert pending is not None
         if not approve:
             book.take(confirmation_id, now)
-            if not await w.ownership.take_confirmation(confirmation_id):
-                return _answered_elsewhere(confirmation_id)
+            taken = await self._taken(confirmation_id)
+            if not taken:
+                return None if taken is None else _answered_elsewhere(confirmation_id)
             await self._reject(pending)
             return None
         # Asked again now: roles may have dropped (a resume with another token), the mode or
@@ -89,12 +90,9 @@ class Approvals:
                 return ErrorCode.INVALID_EVENT, problem
             args = parameters
         book.take(confirmation_id, now)
-        try:
-            if not await w.ownership.take_confirmation(confirmation_id):
-                return _answered_elsewhere(confirmation_id)
-        except Fenced:  # another node took the session over meanwhile: the answer is its to take
-            w.host.lost()
-            return None
+        taken = await self._taken(confirmation_id)
+        if not taken:
+            return None if taken is None else _answered_elsewhere(confirmation_id)
         call = ToolCall(pending.call_id, pending.tool_id, args)
         if spec is not None:
             # An approval is explicit, so it is never refused here, but it spends the budget.
@@ -123,15 +121,26 @@ class Approvals:
             ToolResult(pending.call_id, pending.tool_id, refused.envelope)
         )
 
+    async def _taken(self, confirmation_id: str) -> bool | None:
+        """Closed in the store now (True), by another answer first (False), or None: another
+        node took the session over meanwhile, and the answer is its to take (the session is
+        let go here)."""
+        try:
+            return await self._w.ownership.take_confirmation(confirmation_id)
+        except Fenced:
+            self._w.host.lost()
+            return None
+
     async def _refuse_approval(
         self, pending: PendingConfirmation, refusal: Refuse
-    ) -> tuple[ErrorCode, str]:
+    ) -> tuple[ErrorCode, str] | None:
         """An approval of a call the user may no longer make: closed, nothing runs; the model
         and the client are told why."""
         w = self._w
         w.conversation.book.take(pending.confirmation_id, w.clock.now())
-        if not await w.ownership.take_confirmation(pending.confirmation_id):
-            return _answered_elsewhere(pending.confirmation_id)
+        taken = await self._taken(pending.confirmation_id)
+        if not taken:
+            return None if taken is None else _answered_elsewhere(pending.confirmation_id)
         message = (
             f"{refusal.message}; checked again when confirmation {pending.confirmation_id} "
             "was approved, so nothing was done"

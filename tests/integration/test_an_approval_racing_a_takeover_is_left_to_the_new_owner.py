@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from harness import GatewayFactory
 
 from gateway.clock import SystemClock
@@ -31,8 +32,9 @@ class ClaimedStore(MemoryStore):
         return await super().take_confirmation(*args, **kwargs)
 
 
-async def test_an_approval_fenced_by_a_takeover_lets_the_session_go_quietly(
-    gateway_factory: GatewayFactory,
+@pytest.mark.parametrize("decision", ["approve", "reject"])
+async def test_an_answer_fenced_by_a_takeover_lets_the_session_go_quietly(
+    gateway_factory: GatewayFactory, decision: str
 ) -> None:
     store = ClaimedStore()
     gateway = await gateway_factory(store=store, provider="local")
@@ -45,8 +47,8 @@ async def test_an_approval_fenced_by_a_takeover_lets_the_session_go_quietly(
         await client.send(
             "confirmation.respond",
             confirmation_id=requested["confirmation_id"],
-            decision="approve",
-            event_id="approve-1",
+            decision=decision,
+            event_id="answer-1",
         )
         # Let go: the socket closes as for any session another node took (the client resumes
         # there, where the approval is the new owner's to take).
