@@ -21,6 +21,8 @@ from harness import (
     GatewayFactory,
     first,
     model_results,
+    pcm_silence,
+    pcm_tone,
     speak,
     types,
 )
@@ -462,3 +464,26 @@ async def test_an_orphaned_result_does_not_cut_the_reply_being_spoken(
         done = await client.last("response.done", response_id=reply, within=10)
     assert done["status"] == "completed"
     assert "speech.started" not in types(client.events)  # nobody spoke
+
+
+async def test_an_utterance_cut_by_a_go_away_reaches_the_model_whole(
+    gateway: Gateway, fake: FakeGeminiServer
+) -> None:
+    """The service keeps nothing sent after its last handle: the half of the utterance said on
+    the old connection is given to the new one before the rest."""
+    audio = {"input_rate": 16000, "output_rate": 16000}
+    async with gateway.session("voice", audio=audio) as client:
+        step = 16000 * 20 // 1000 * 2
+        first_half = pcm_tone(300)
+        for start in range(0, len(first_half), step):
+            await client.send_raw(first_half[start : start + step])
+        conn = await fake.wait_connections(1)
+        await conn.wait_for("realtimeInput", direction="in")
+        await conn.go_away(0.2)
+        rest = pcm_tone(300) + pcm_silence(800)
+        for start in range(0, len(rest), step):
+            await client.send_raw(rest[start : start + step])
+        events = await client.until_reply(within=10)
+    heard = first(events, "transcript.done", role="user")["text"]
+    assert heard == "audio:600ms"
+    assert len(fake.connections) == 2  # a new connection, given both halves

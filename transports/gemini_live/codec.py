@@ -28,7 +28,6 @@ in ``events``). No I/O, no clock.
 
 from __future__ import annotations
 
-import base64
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,12 +44,11 @@ from transports.gemini_live.renewal import (
     result_text,
 )
 from transports.gemini_live.turn_gate import TurnGate
+from transports.gemini_live.uplink import Uplink
 from transports.gemini_live.usage import add_usage
 
 __all__ = ["GeminiCodec"]
 
-MIN_APPEND_BYTES = 20 * wire.INPUT_RATE * 2 // 1000  # 20 ms of 16 kHz PCM16
-OFFLINE_AUDIO_BYTES = 15 * wire.INPUT_RATE * 2  # 15 s
 HISTORY_TURNS = 40
 
 
@@ -97,8 +95,7 @@ class GeminiCodec:
         self.calls = CallBook(config.tools)
         self._sessions = 0  # Gemini sessions begun (connections that did not resume one)
         self._usage: dict[str, Any] | None = None
-        self._uplink = bytearray()
-        self._offline = bytearray()
+        self._uplink = Uplink()
 
     # -- state the shell reads -----------------------------------------------------------------
 
@@ -170,6 +167,7 @@ class GeminiCodec:
             if update.get("resumable") and isinstance(handle, str) and handle:
                 self.handle = handle
                 self._handle_stale = False
+                self._uplink.saved()
             known = True
         if "setupComplete" in message:
             known = True
@@ -248,6 +246,7 @@ class GeminiCodec:
         if said:
             self.history.append(("model", said))
         if status == "completed":
+            self._uplink.saved()  # the user was answered: its words are in the history
             self.completed_turns += 1
             self._unanswered_text = None
             self._answered_results.clear()
@@ -288,29 +287,16 @@ class GeminiCodec:
     # -- session → server ----------------------------------------------------------------------
 
     def audio(self, pcm: bytes) -> None:
-        if not self.connected:
-            self._offline += pcm
-            if len(self._offline) > OFFLINE_AUDIO_BYTES:
-                del self._offline[: len(self._offline) - OFFLINE_AUDIO_BYTES]
-            return
-        if not self._uplink and len(pcm) >= MIN_APPEND_BYTES:
-            self.outbox.append(wire.audio_input(base64.b64encode(pcm).decode("ascii")))
-            return
-        self._uplink += pcm
-        if len(self._uplink) >= MIN_APPEND_BYTES:
-            self.outbox.append(wire.audio_input(base64.b64encode(self._uplink).decode("ascii")))
-            self._uplink.clear()
+        self.outbox.extend(self._uplink.audio(pcm, connected=self.connected))
 
     def commit(self) -> None:
         """Push-to-talk release: the microphone is closed, the model answers what it heard."""
-        if self._uplink and self.connected:
-            self.outbox.append(wire.audio_input(base64.b64encode(self._uplink).decode("ascii")))
-            self._uplink.clear()
+        if self.connected:
+            self.outbox.extend(self._uplink.flush())
         self._send(wire.audio_stream_end(), keep=True)
 
     def clear(self) -> None:
         self._uplink.clear()
-        self._offline.clear()
 
     def user_text(self, text: str) -> None:
         # clientContent interrupts the turn in progress on the server (a reply, or one held by
@@ -437,13 +423,17 @@ class GeminiCodec:
         # those calls. Their results go as text, unless the question is asked again anyway
         # (with the results it already led to).
         unsent_answers = [f for f in self.outbox if f.startswith('{"toolResponse"')]
-        self._queued[:0] = [f for f in self.outbox if not f.startswith('{"toolResponse"')]
+        # Audio not sent is in the uplink's unsaved audio, given again from there.
+        self._queued[:0] = [
+            f
+            for f in self.outbox
+            if not f.startswith('{"toolResponse"') and not wire.is_audio_input(f)
+        ]
         self.outbox.clear()
         orphaned = orphaned_results_text(unsent_answers)
         if orphaned is not None and self._unanswered_text is None:
             self._queued.append(wire.text_turn(orphaned))
-        self._offline[:0] = self._uplink
-        self._uplink.clear()
+        self._uplink.connection_lost()
         self.go_away_s = None
         out: list[ev.UpstreamEvent] = []
         self._user_said(out)  # the client saw the deltas: close the user's transcript
@@ -480,11 +470,7 @@ class GeminiCodec:
         if question is not None:
             answered = [text for text, _ in self._answered_results]
             frames.extend(question_again(question, answered, self._question_called_tools))
-        audio, self._offline = bytes(self._offline), bytearray()
-        step = 50 * MIN_APPEND_BYTES  # one second per message
-        for start in range(0, len(audio), step):
-            chunk = audio[start : start + step]
-            frames.append(wire.audio_input(base64.b64encode(chunk).decode("ascii")))
+        frames.extend(self._uplink.for_new_connection())
         frames.extend(self._queued)
         self._queued.clear()
         self.history.extend(("user", text) for text in self._offline_texts)

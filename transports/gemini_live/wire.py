@@ -28,6 +28,7 @@ __all__ = [
     "audio_input",
     "audio_stream_end",
     "decode_bytes",
+    "is_audio_input",
     "live_config",
     "text_turn",
     "tool_response",
@@ -119,6 +120,10 @@ _CALL_ASKED = "\n\nAnswer each user turn by {}."
 def audio_input(b64_pcm16k: str) -> str:
     # The hot path: base64 needs no escaping, so the frame is assembled directly.
     return _AUDIO_PREFIX + b64_pcm16k + '"}}}'
+
+
+def is_audio_input(frame: str) -> bool:
+    return frame.startswith(_AUDIO_PREFIX)
 
 
 def audio_stream_end() -> str:
