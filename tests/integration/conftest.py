@@ -1,6 +1,7 @@
 """Integration fixtures: gateways on free loopback ports (see ``harness``), the OpenAI fake
-with its default options (``fake``; a test file may define its own), and a cluster of gateway
-processes on it (``on_openai``, see ``cluster_kit``)."""
+with its default options (``fake``; a test file may define its own), a cluster of gateway
+processes on it (``on_openai``, see ``cluster_kit``), and the journaling tools with the file
+they count their executions in (``journal_registry``, ``journal``)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,14 @@ from aiohttp import web
 from cluster_kit import Cluster, cluster
 from harness import SECRET, Gateway, GatewayFactory
 from redis_kit import RedisServer
+from registry_kit import write_artifact
 
 from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
 from gateway.app import build_server
 from gateway.config import Settings
 from gateway.observability import Tracing
 from gateway.providers import make_transport
-from gateway.registry import Registry
+from gateway.registry import Registry, load_registry
 from gateway.session.manager import TransportFactory
 from gateway.store import MemoryStore
 from gateway.toolrun import MemoryAuditSink
@@ -96,3 +98,20 @@ async def on_openai(
         redis_server, tmp_path, provider="openai", openai_ws_url=fake.ws_url
     ) as group:
         yield group
+
+
+@pytest.fixture(scope="session")
+def journal_registry(tmp_path_factory: pytest.TempPathFactory) -> Registry:
+    """The cluster fixtures' tools: ``journal`` and ``journal_confirm`` append one line per
+    execution to ``$JOURNAL_PATH``."""
+    out = tmp_path_factory.mktemp("registry") / "journal.json"
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "cluster_tools"
+    return load_registry(write_artifact([fixtures], out))
+
+
+@pytest.fixture
+def journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The file the journaling tools append to, for this test."""
+    path = tmp_path / "journal.jsonl"
+    monkeypatch.setenv("JOURNAL_PATH", str(path))
+    return path

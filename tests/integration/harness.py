@@ -191,6 +191,14 @@ class Client:
             if event["type"] == "response.done" and event["response_id"] not in tool_responses:
                 return seen
 
+    async def next_spoken(self, within: float = 10.0) -> dict[str, Any]:
+        """The next ``response.done`` that says something (a reply held for its tool calls
+        says nothing)."""
+        while True:
+            event = await self.next(within)
+            if event["type"] == "response.done" and event["text"]:
+                return event
+
     async def wait_closed(self, within: float = TIMEOUT_S) -> int | None:
         """Read until the server closes; the close code."""
         try:

@@ -9,32 +9,16 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from harness import Client, Gateway, GatewayFactory, pcm_silence
-from registry_kit import write_artifact
 
 from fakes.gemini_live.server import FakeGeminiOptions, FakeGeminiServer
 from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
-from gateway.registry import Registry, load_registry
+from gateway.registry import Registry
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 GEMINI_VOICE = "gemini-2.5-flash-native-audio-preview-09-2025"
 AUDIO = {"input_rate": 16000, "output_rate": 16000}
-
-
-@pytest.fixture(scope="module")
-def journal_registry(tmp_path_factory: pytest.TempPathFactory) -> Registry:
-    out = tmp_path_factory.mktemp("registry") / "journal.json"
-    return load_registry(write_artifact([FIXTURES / "cluster_tools"], out))
-
-
-@pytest.fixture
-def journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "journal.jsonl"
-    monkeypatch.setenv("JOURNAL_PATH", str(path))
-    return path
 
 
 @pytest.fixture
@@ -64,14 +48,6 @@ async def gateway(
         yield gateway, openai, gemini
 
 
-async def _spoken(client: Client) -> dict[str, Any]:
-    """The next ``response.done`` that says something."""
-    while True:
-        event = await client.next(within=10)
-        if event["type"] == "response.done" and event["text"]:
-            return event
-
-
 async def _silence(client: Client, ms: int) -> None:
     """An open microphone in a quiet room: 20 ms frames of silence."""
     pcm = pcm_silence(ms)
@@ -95,7 +71,7 @@ async def test_results_the_stalled_model_never_answered_go_to_the_next_and_the_c
         await client.last("tool.finished")
         changed = await client.last("session.provider_changed", within=10)
         assert (changed["provider"], changed["reason"]) == ("gemini", "stall_first_output")
-        reply = await _spoken(client)
+        reply = await client.next_spoken()
     assert "once" in reply["text"]  # the new model tells of the result it was given
     assert _executions(journal) == ["once"]  # and did not call the tool again
     assert [e["type"] for e in client.events].count("tool.started") == 1
@@ -112,6 +88,6 @@ async def test_a_typed_message_with_the_microphone_open_is_answered_by_the_next_
         await _silence(client, 400)
         changed = await client.last("session.provider_changed", within=10)
         assert changed["reason"] == "stall_first_output"
-        reply = await _spoken(client)
+        reply = await client.next_spoken()
     assert reply["text"] == "You said: are you there"
     assert len(gemini.connections) == 1  # answered there: no second failover

@@ -11,27 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Client, Gateway, GatewayFactory, types
-from registry_kit import write_artifact
+from harness import Gateway, GatewayFactory, types
 
 from fakes.chat.server import FakeChatOptions, FakeChatServer
 from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
-from gateway.registry import Registry, load_registry
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-
-
-@pytest.fixture(scope="module")
-def journal_registry(tmp_path_factory: pytest.TempPathFactory) -> Registry:
-    out = tmp_path_factory.mktemp("registry") / "journal.json"
-    return load_registry(write_artifact([FIXTURES / "cluster_tools"], out))
-
-
-@pytest.fixture
-def journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "journal.jsonl"
-    monkeypatch.setenv("JOURNAL_PATH", str(path))
-    return path
+from gateway.registry import Registry
 
 
 def executions(journal: Path) -> list[dict[str, Any]]:
@@ -71,14 +55,6 @@ async def _gateway(
     )
 
 
-async def _next_spoken(client: Client) -> dict[str, Any]:
-    """The next ``response.done`` that says something (a reply held for its calls says nothing)."""
-    while True:
-        event = await client.next(within=10)
-        if event["type"] == "response.done" and event["text"]:
-            return event
-
-
 def _chat_saw(chat: FakeChatServer, needle: str) -> int:
     """How many requests' last message carries ``needle`` (each result is given once)."""
     return sum(1 for request in chat.requests if needle in str(request["messages"][-1]))
@@ -102,7 +78,7 @@ async def test_a_call_running_when_the_provider_is_lost_runs_once_and_reaches_th
         assert changed["provider"] == "chat"
         finished = await client.last("tool.finished", within=10)
         assert finished["call_id"] == started["call_id"]
-        assert "running" in (await _next_spoken(client))["text"]
+        assert "running" in (await client.next_spoken())["text"]
         assert "session.ended" not in types(client.events)
     assert [e["label"] for e in executions(journal)] == ["running"]
     assert _chat_saw(chat, started["call_id"]) == 1
@@ -122,7 +98,7 @@ async def test_a_confirmation_pending_when_the_provider_is_lost_is_approved_afte
         args = {"label": "confirmed"}
         await client.send("text.send", text=f"/tool journal_confirm {json.dumps(args)}")
         requested = await client.last("confirmation.requested")
-        assert "CONFIRMATION_REQUIRED" in (await _next_spoken(client))["text"]  # the model's
+        assert "CONFIRMATION_REQUIRED" in (await client.next_spoken())["text"]  # the model's
         await openai.stop()
         changed = await client.last("session.provider_changed", within=10)
         assert changed["provider"] == "chat"
@@ -134,6 +110,6 @@ async def test_a_confirmation_pending_when_the_provider_is_lost_is_approved_afte
         )
         resolved = await client.last("confirmation.resolved", within=10)
         assert resolved["decision"] == "approved"
-        assert "confirmed" in (await _next_spoken(client))["text"]
+        assert "confirmed" in (await client.next_spoken())["text"]
     assert [e["label"] for e in executions(journal)] == ["confirmed"]
     assert _chat_saw(chat, '"label":"confirmed"') == 1
