@@ -59,6 +59,7 @@ from gateway.store import (
     StoreUnavailable,
     hash_token,
 )
+from transports.base import ConversationItem
 
 __all__ = ["Resumes"]
 
@@ -304,14 +305,11 @@ class Resumes:
         ``lost_node``: the node that died with it (a recovery), if any."""
         m = self._m
         snapshot = record.snapshot
-        history = snapshot.history
-        lost_turn = (
-            history[-1].text if lost_node and history and history[-1].role == "user" else None
-        )
+        lost_turn, kept = lost_turn_of(snapshot.history) if lost_node else (None, ())
         if lost_turn is not None:
             # The turn in flight died with its node: the client is told (it may ask again);
             # the new upstream is not asked it a second time behind everyone's back.
-            snapshot = replace(snapshot, history=history[:-1])
+            snapshot = replace(snapshot, history=kept)
         try:
             session = await m.open(
                 record.session_id,
@@ -404,3 +402,16 @@ class Resumes:
             if session is not None:
                 await m.release_local(session)
         await self.moves.move_attached()
+
+
+def lost_turn_of(
+    history: tuple[ConversationItem, ...],
+) -> tuple[str | None, tuple[ConversationItem, ...]]:
+    """The user's last message when no reply followed it (only its tool calls, which died with
+    it), and the history without that turn; else None and the history as it is."""
+    end = len(history)
+    while end and history[end - 1].role == "tool":
+        end -= 1
+    if end and history[end - 1].role == "user":
+        return history[end - 1].text, history[: end - 1]
+    return None, history
