@@ -322,6 +322,9 @@ class RoutedTransport:
             kind = await handover.ask_again(new, fmt, replayed=replayed)
             self._given.extend(given if kind == "results" else ())
             self._turn_ended(kind)
+        elif opened.unanswered and not replayed:
+            # Said, and left unanswered on purpose (a cancelled reply): context, not a turn.
+            await new.add_context("\n".join(opened.unanswered))
         deferred, self._deferred = self._deferred, []
         for send in deferred:
             await send()

@@ -345,3 +345,25 @@ async def test_a_reply_that_stops_mid_way_is_cut_where_it_was_heard_and_answered
     assert whole(said.removeprefix("You said: "), 400)
     conn = await openai.wait_connections(1)
     assert conn.received("input_audio_buffer.append"), "the utterance was replayed to OpenAI"
+
+
+async def test_a_message_whose_reply_was_cancelled_reaches_the_next_model_as_context(
+    gateway_factory: GatewayFactory,
+    tmp_path: Path,
+    openai_fakes: Callable[..., Awaitable[FakeRealtimeServer]],
+    chat_fakes: Callable[..., Awaitable[FakeChatServer]],
+) -> None:
+    """Nothing was owed (the user cancelled the reply), but what the user said stays known."""
+    openai, chat = await openai_fakes(), await chat_fakes()
+    gateway = await openai_then_chat(gateway_factory, tmp_path, chat, openai_url=openai.ws_url)
+    async with gateway.session("text", model="assistant") as client:
+        openai.faults.stall_first_output = True  # the reply never comes: the user cancels it
+        await client.send("text.send", text="my locker is number 42")
+        await client.send("response.cancel")
+        await openai.stop()
+        changed = await client.last("session.provider_changed", within=10)
+        assert changed["reason"] == "lost"
+        reply = await client.say("which locker?")
+        assert first(reply, "response.done")["text"] == "You said: which locker?"
+    messages = chat.requests[-1]["messages"]
+    assert any("my locker is number 42" in str(m.get("content")) for m in messages)
