@@ -9,7 +9,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from gateway.routing.aliases import ModelCatalog
-from gateway.routing.resolve import key_allows_alias
+from gateway.routing.resolve import key_allows_alias, key_allows_model
 
 __all__ = ["models_listing"]
 
@@ -32,9 +32,7 @@ def models_listing(
         names = []
         for provider, models in configured.items():
             for model in dict.fromkeys(models.values()):
-                if key_models is None or {model, f"{provider}/{model}", f"{provider}/*"} & set(
-                    key_models
-                ):
+                if key_models is None or key_allows_model(key_models, provider, model):
                     names.append((model, provider))
     return {
         "object": "list",

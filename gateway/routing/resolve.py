@@ -19,6 +19,7 @@ __all__ = [
     "Route",
     "first_target",
     "key_allows_alias",
+    "key_allows_model",
     "pick_alias",
     "route_of",
 ]
@@ -118,17 +119,17 @@ def first_target(alias: Alias, session_id: str, provider: str | None, voice: str
     return target
 
 
+def key_allows_model(allowed: tuple[str, ...], provider: str, model: str) -> bool:
+    """``model``, ``provider/model`` or ``provider/*`` on the key's list."""
+    return bool({model, f"{provider}/{model}", f"{provider}/*"} & set(allowed))
+
+
 def key_allows_alias(key_models: tuple[str, ...] | None, alias: Alias) -> bool:
     """A key limited to models may use an alias it names, or one whose every target it
-    allows (``provider/model`` or ``provider/*``)."""
+    allows (``provider/model``, ``provider/*`` or the bare model)."""
     if key_models is None or alias.name in key_models:
         return True
-    allowed = set(key_models)
-    return all(
-        {f"{t.provider}/{t.model}", f"{t.provider}/*"} & allowed
-        or (t.model is not None and t.model in allowed)
-        for t in alias.targets
-    )
+    return all(key_allows_model(key_models, t.provider, t.model or "*") for t in alias.targets)
 
 
 def _usable(

@@ -14,13 +14,14 @@ from gateway.protocol import (
 )
 from gateway.registry import Registry
 from gateway.routing import ModelCatalog, NoSuchModel, first_target, pick_alias
+from gateway.routing.resolve import key_allows_model
 from gateway.session.client_tools import declarations_problem
 from gateway.session.refusals import StartRefused
 from gateway.session.session import SessionUser
 from gateway.session.tool_choice import offered_tools, tool_choice_problem
 from gateway.store import SessionSnapshot
 
-__all__ = ["key_allows_model", "session_setup"]
+__all__ = ["session_setup"]
 
 
 def session_setup(
@@ -116,11 +117,6 @@ def _forbidden(message: str, start: SessionStart) -> StartRefused:
     return StartRefused(
         ErrorEvent(code=ErrorCode.FORBIDDEN, message=message, event_id=start.event_id)
     )
-
-
-def key_allows_model(allowed: tuple[str, ...], provider: str, model: str) -> bool:
-    """``model``, ``provider/model`` or ``provider/*`` on the key's list."""
-    return bool({model, f"{provider}/{model}", f"{provider}/*"} & set(allowed))
 
 
 def tool_choice_checked(
