@@ -225,11 +225,13 @@ class Admission:
             return None
         return await self.keys.plan(user.user_id, user.tenant)
 
-    async def stream_user(self, token: str | None, call_sid: str) -> SessionUser | str:
-        """The caller of a Twilio stream, or why it is refused. A token opens one stream."""
+    async def stream_user(
+        self, token: str | None, call_sid: str, carrier: str = "twilio"
+    ) -> SessionUser | str:
+        """The caller of a phone stream, or why it is refused. A token opens one stream."""
         roles = tuple(self._settings.twilio_roles)
         if self.tokens is None:
-            return SessionUser(user_id=f"twilio:{call_sid}", roles=roles)
+            return SessionUser(user_id=f"{carrier}:{call_sid}", roles=roles)
         now = time.time()
         try:
             verified = self.tokens.verify_stream(token, now, call_sid=call_sid)
@@ -246,7 +248,7 @@ class Admission:
         return SessionUser(user_id=verified.subject, roles=verified.roles, tenant=verified.tenant)
 
     def stream_token(self, call_sid: str) -> str:
-        """The token a TwiML answer hands Twilio for this call ("" with auth off)."""
+        """The token a carrier's answer document hands it for this call ("" with auth off)."""
         if self.tokens is None:
             return ""
         return self.tokens.mint_stream(

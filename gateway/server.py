@@ -1,9 +1,10 @@
 """The gateway's aiohttp application: its routes, the plain endpoints, start-up and shutdown.
 
 The client edges (``gateway.edges``) serve the sockets: ``/v1/session`` (``NativeRoutes``),
-``/v1/realtime`` (``RealtimeCompatRoutes``), ``/twilio/voice`` and ``/twilio/media``
-(``TwilioRoutes``). Each is built here with what it needs; this module keeps the health,
-readiness and metrics endpoints, the browser demo's static files, and the order of shutdown.
+``/v1/realtime`` (``RealtimeCompatRoutes``), and the phone lines (``gateway.phone_lines``:
+every carrier's answer webhook and ``/phone/media``). Each is built here with what it needs;
+this module keeps the health, readiness and metrics endpoints, the browser demo's static files,
+and the order of shutdown.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from gateway.admission import Admission, bearer_or_query_token, json_error
 from gateway.config import Settings
 from gateway.edges.native.routes import NativeRoutes
 from gateway.edges.realtime.routes import RealtimeCompatRoutes
-from gateway.edges.twilio.routes import TwilioRoutes
 from gateway.governance import Governance
 from gateway.governance.revocations import RevocationWatch
 from gateway.handlers_in_flight import HandlersInFlight
 from gateway.http_tools.shared_client import close_shared_http_client
 from gateway.node import NodeRuntime
 from gateway.observability import Metrics
+from gateway.phone_lines import add_phone_routes
 from gateway.providers import PROVIDERS, close_shared_upstream_clients
 from gateway.registry import Registry
 from gateway.routing.listing import models_listing
@@ -91,9 +92,7 @@ class GatewayServer:
         app.router.add_static("/static/", STATIC_DIR, append_version=False)
         compat = RealtimeCompatRoutes(self.settings, self.admission, self.manager)
         app.router.add_get("/v1/realtime", compat.realtime)
-        twilio = TwilioRoutes(self.settings, self.admission, self.manager)
-        app.router.add_post("/twilio/voice", twilio.voice)
-        app.router.add_get("/twilio/media", twilio.media)
+        add_phone_routes(app, self.settings, self.admission, self.manager)
         if self.admin is not None:
             self.admin.add_to(app)
         app.on_startup.append(self._start_node)

@@ -93,11 +93,11 @@ def applications(raw: Iterable[Mapping[str, Any]], origin: float) -> list[Applie
 
 def parse_node_log(text: str, wall_origin: float) -> tuple[list[GatewayFailover], dict[str, str]]:
     """A node's log: its failovers (times on the soak's clock: ``wall_origin`` is its start on
-    the wall clock), and its phone calls (``CallSid`` → the gateway's session id)."""
+    the wall clock), and its phone calls (the carrier's call id → the gateway's session id)."""
     failovers: list[GatewayFailover] = []
     calls: dict[str, str] = {}
     for line in text.splitlines():
-        if "upstream_failover" not in line and "twilio_call_started" not in line:
+        if "upstream_failover" not in line and "phone_call_started" not in line:
             continue
         try:
             entry = json.loads(line)
@@ -106,8 +106,8 @@ def parse_node_log(text: str, wall_origin: float) -> tuple[list[GatewayFailover]
         if not isinstance(entry, dict):
             continue
         event = entry.get("event")
-        if event == "twilio_call_started":
-            calls[str(entry.get("call_sid"))] = str(entry.get("session_id"))
+        if event == "phone_call_started":
+            calls[str(entry.get("call_id"))] = str(entry.get("session_id"))
         elif event == "upstream_failover":
             stamp = datetime.fromisoformat(str(entry["timestamp"]).replace("Z", "+00:00"))
             failovers.append(

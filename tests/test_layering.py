@@ -7,8 +7,8 @@
   and the gateway's client socket stand on ``rfc6455``);
 - no module outside ``gateway.edges`` imports a client edge, but the composition root
   (``COMPOSITION_ROOT``) and the tooling listed in ``EDGE_WIRE_USERS``;
-- a client edge (``gateway.edges.native``, ``.realtime``, ``.twilio``) never imports another
-  one; what they share is beside them (``gateway.edges.socket``);
+- a client edge (``gateway.edges.native``, ``.realtime``, each phone carrier's) never imports
+  another one; what they share is beside them (``gateway.edges.socket``, ``.phone``);
 - ``gateway.audio`` imports nothing of ``gateway`` outside ``gateway.audio``;
 - no import circle between modules, counting every import: at the top, inside a function, or
   for type checking only (a circle drawn for the type checker is still a circle in the design).
@@ -30,10 +30,26 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("gateway", "transports", "rfc6455", "tools", "registry_build", "fakes", "bench", "soak")
 PRODUCT = ("gateway", "transports", "rfc6455", "tools")
 EVERYTHING = (*PACKAGES, "tests")
-EDGES = ("gateway.edges.native", "gateway.edges.realtime", "gateway.edges.twilio")
+# Each phone carrier is an edge of its own; what they share (gateway.edges.phone) sits beside
+# them, as gateway.edges.socket does for the native and realtime edges.
+EDGES = (
+    "gateway.edges.native",
+    "gateway.edges.realtime",
+    "gateway.edges.twilio",
+    "gateway.edges.telnyx",
+    "gateway.edges.plivo",
+    "gateway.edges.vonage",
+    "gateway.edges.exotel",
+)
 # The composition root: the modules that build the app and may wire the edges in. Of these,
-# only gateway.server imports an edge as the code stands (it builds each edge's routes).
-COMPOSITION_ROOT = ("gateway.server", "gateway.app", "gateway.__main__", "gateway.workers")
+# only gateway.server and gateway.phone_lines import an edge (they build each edge's routes).
+COMPOSITION_ROOT = (
+    "gateway.server",
+    "gateway.app",
+    "gateway.__main__",
+    "gateway.workers",
+    "gateway.phone_lines",
+)
 # Tooling outside the product that reuses an edge's pure wire code rather than copying it.
 EDGE_WIRE_USERS = {
     "fakes.openai_realtime.session": "the GA client event types the fake accepts",
@@ -254,7 +270,10 @@ def test_the_graph_sees_the_whole_project() -> None:
         "gateway.app"
     ]
     assert "transports.openai_realtime.transport" in graph["transports.openai_realtime"]
-    assert {f"{edge}.routes" for edge in EDGES} <= graph["gateway.server"]
+    assert {f"{edge}.routes" for edge in EDGES[:2]} <= graph["gateway.server"]
+    assert {"gateway.edges.phone.routes", "gateway.edges.twilio.wire"} <= graph[
+        "gateway.phone_lines"
+    ]
     assert "rfc6455.frames" in graph["rfc6455.client"]
 
 

@@ -5,7 +5,8 @@ Real sockets: the simulated Twilio client of ``test_gateway_twilio`` ↔ the gat
 Realtime fake. Faults are injected through the public transport factory (``DelegatingTransport``).
 Monkeypatched, and only in the tests that say so: the play-out limit (to keep a test short) and
 a pass-through wrapper around the public ``play_out`` (to know when it started); logs are read
-with structlog's ``capture_logs``. The second half drives ``TwilioBridge`` alone, without sockets.
+with structlog's ``capture_logs``. The second half drives the ``PhoneBridge`` of a Twilio call
+alone, without sockets.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from test_gateway_twilio import AUTH_TOKEN, CALL_SID, call, twilio_gateway, twil
 
 from fakes.openai_realtime.server import FakeRealtimeServer
 from gateway.config import Settings
-from gateway.edges.twilio import codec
-from gateway.edges.twilio.bridge import TwilioBridge
-from gateway.edges.twilio.routes import PLAY_OUT_S
+from gateway.edges.phone.bridge import PhoneBridge
+from gateway.edges.phone.routes import PLAY_OUT_S
+from gateway.edges.phone.wire import Digit, Played
 from gateway.edges.twilio.signature import twilio_signature
+from gateway.edges.twilio.wire import TWILIO_LINE, TwilioSpeaker
 from gateway.protocol import (
     EndReason,
     ResponseDone,
@@ -152,13 +154,13 @@ async def test_a_stop_during_the_goodbye_ends_the_play_out_at_once(
     monkeypatch.setitem(PLAY_OUT_S, EndReason.INTENT.value, 4.0)
     # Instrumentation only (the original runs unchanged): when the handler starts playing out.
     playing_out = asyncio.Event()
-    play_out = TwilioBridge.play_out
+    play_out = PhoneBridge.play_out
 
-    async def signalled_play_out(self: TwilioBridge, limit_s: float) -> None:
+    async def signalled_play_out(self: PhoneBridge, limit_s: float) -> None:
         playing_out.set()
         await play_out(self, limit_s)
 
-    monkeypatch.setattr(TwilioBridge, "play_out", signalled_play_out)
+    monkeypatch.setattr(PhoneBridge, "play_out", signalled_play_out)
     async with twilio_rest() as rest:
         gateway = await twilio_gateway(
             gateway_factory,
@@ -227,7 +229,7 @@ async def test_a_key_pressed_while_the_last_words_play_out_reaches_no_ended_sess
     """Found by the soak (no traceback in any log): a drain ended the call's session while a
     confirmation was pending, and the stream stayed open to play the last words out; the
     caller pressed 1, the bridge handed it to the ended session, whose approval failed
-    (``Fenced``: the session's record is ended) and ``twilio_event_failed`` logged a
+    (``Fenced``: the session's record is ended) and ``phone_event_failed`` logged a
     traceback. Once the session has ended, the caller's keys, audio and mark echoes only serve
     the play-out."""
     arguments = orjson.dumps({"title": "Dentist", "start": "2030-01-15T10:00:00+00:00"}).decode()
@@ -285,7 +287,7 @@ async def test_a_draining_gateway_refuses_the_voice_webhook(
 
 
 # ==================================================================================================
-# The bridge alone (no sockets): ``TwilioBridge`` talks to a recording ``Wire`` (what it would send
+# The bridge alone (no sockets): ``PhoneBridge`` talks to a recording ``Wire`` (what it would send
 # Twilio) and a stub session; the session's output goes through the bridge's own ``Outbound``, as
 # ``Session.emit`` sends it. (Here rather than in tests/unit/twilio: two test
 # modules of the same basename cannot be collected in one run without __init__.py files.)
@@ -306,7 +308,7 @@ class Wire:
         self.release = asyncio.Event()
         self._changed = asyncio.Condition()
 
-    async def send(self, text: str) -> None:
+    async def send(self, text: str | bytes) -> None:
         message: dict[str, Any] = orjson.loads(text)
         if message["event"] == "mark" and self.hold_marks:
             self.holding.set()
@@ -335,18 +337,29 @@ class StubSession:
         self.events.append(event)
 
 
-async def open_bridge(wire: Wire) -> tuple[TwilioBridge, StubSession]:
+def twilio_bridge(wire: Wire, clock: Callable[[], float] | None = None) -> PhoneBridge:
+    return PhoneBridge(
+        wire.send,
+        TwilioSpeaker(BRIDGE_SID),
+        inbound=TWILIO_LINE,
+        greeting=None,
+        max_audio_frames=200,
+        clock=clock,
+    )
+
+
+async def open_bridge(wire: Wire) -> tuple[PhoneBridge, StubSession]:
     session = StubSession()
 
     async def start_session(start: SessionStart, outbound: ClientOutput) -> Any:
         return session
 
-    bridge = TwilioBridge(wire.send, stream_sid=BRIDGE_SID, greeting=None, max_audio_frames=200)
+    bridge = twilio_bridge(wire)
     await bridge.open(start_session, None)
     return bridge, session
 
 
-def emit(bridge: TwilioBridge, event: ServerEvent) -> None:
+def emit(bridge: PhoneBridge, event: ServerEvent) -> None:
     """A session event, queued as ``Session.emit`` queues it (a response's end after audio)."""
     ordered = isinstance(event, ResponseDone | SessionEnded)
     bridge.outbound.event(event, after_audio=ordered)
@@ -360,7 +373,7 @@ def done(response_id: str) -> ServerEvent:
     return ResponseDone(response_id=response_id, status=ResponseStatus.COMPLETED, text="")
 
 
-async def written(bridge: TwilioBridge, events: int, audio: int) -> None:
+async def written(bridge: PhoneBridge, events: int, audio: int) -> None:
     """Yield to the loop until the bridge's writer has handled that many events and chunks."""
     out = bridge.outbound
     for _ in range(10_000):
@@ -384,9 +397,7 @@ async def test_a_live_reply_is_sent_the_moment_each_frame_exists() -> None:
     async def start_session(start: SessionStart, outbound: ClientOutput) -> Any:
         return session
 
-    bridge = TwilioBridge(
-        wire.send, stream_sid=BRIDGE_SID, greeting=None, max_audio_frames=200, clock=lambda: now[0]
-    )
+    bridge = twilio_bridge(wire, clock=lambda: now[0])
     await bridge.open(start_session, None)
     try:
         emit(bridge, started("r1"))
@@ -439,7 +450,7 @@ async def test_play_out_waits_for_a_replys_padded_last_frame() -> None:
         emit(bridge, started("r1"))
         bridge.outbound.audio(b"\x10" * (5 * FRAME + FRAME // 2))
         await asyncio.wait_for(wire.until(lambda: wire.count("mark") == 1), 2)
-        await bridge.on_twilio(codec.Mark(BRIDGE_SID, wire.marks()[0]))  # Twilio played 100 ms
+        await bridge.on_carrier(Played(wire.marks()[0]))  # Twilio played 100 ms
         emit(bridge, done("r1"))
         await written(bridge, events=2, audio=1)
         returned = await within(bridge.play_out(30.0), 0.2)
@@ -456,7 +467,7 @@ async def test_ignored_dtmf_digits_do_not_reach_the_logs() -> None:
     try:
         with capture_logs() as logged:
             for digit in "4929":  # no confirmation pending: every key is ignored
-                await bridge.on_twilio(codec.Dtmf(BRIDGE_SID, digit))
+                await bridge.on_carrier(Digit(digit))
     finally:
         await bridge.close()
     assert session.events == []

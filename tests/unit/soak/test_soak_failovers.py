@@ -110,7 +110,7 @@ def test_the_nodes_logs_give_each_failover_on_the_soaks_clock_and_each_calls_ses
             }
         ),
         "not json: upstream_failover",
-        json.dumps({"call_sid": "CA1", "session_id": "sess_9", "event": "twilio_call_started"}),
+        json.dumps({"call_id": "CA1", "session_id": "sess_9", "event": "phone_call_started"}),
         json.dumps({"event": "tool_call", "session_id": "sess_1"}),
     ]
     failovers, calls = parse_node_log("\n".join(lines), origin)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.edges.twilio.playback import Frame, MarkOut, PlaybackTracker, parse_mark_name
+from gateway.edges.phone.playback import Frame, MarkOut, PlaybackTracker, parse_mark_name
 
 SILENCE = b"\xff"
 
@@ -43,14 +43,14 @@ def test_whole_frames_go_out_and_the_partial_one_waits_for_end() -> None:
     tracker.add("r1", audio(400))
     assert tracker.pending_frames == 2
     items = drain(tracker)
-    assert [f.ulaw for f in frames_of(items)] == [audio(400)[:160], audio(400)[160:320]]
+    assert [f.audio for f in frames_of(items)] == [audio(400)[:160], audio(400)[160:320]]
     assert tracker.pending_frames == 0
     assert drain(tracker) == []  # 80 bytes held, not padded yet
     tracker.end("r1")
     assert tracker.pending_frames == 1
     last = drain(tracker)
     assert shape(last) == "FM"
-    assert frames_of(last)[0].ulaw == audio(400)[320:] + SILENCE * 80
+    assert frames_of(last)[0].audio == audio(400)[320:] + SILENCE * 80
 
 
 def test_audio_of_a_whole_number_of_frames_gets_no_padding() -> None:
@@ -59,7 +59,7 @@ def test_audio_of_a_whole_number_of_frames_gets_no_padding() -> None:
     tracker.end("r1")
     items = drain(tracker)
     assert shape(items) == "FFM"
-    assert b"".join(f.ulaw for f in frames_of(items)) == audio(320)
+    assert b"".join(f.audio for f in frames_of(items)) == audio(320)
 
 
 def test_frames_carry_their_response() -> None:
@@ -75,7 +75,7 @@ def test_other_frame_sizes() -> None:
     items = drain(tracker)
     assert shape(items) == "FFMFFM"
     assert marks_of(items) == ["r:20:0", "r:31:1"]  # 250 bytes = 31.25 ms, floored
-    assert b"".join(f.ulaw for f in frames_of(items)) == audio(250) + SILENCE * 70
+    assert b"".join(f.audio for f in frames_of(items)) == audio(250) + SILENCE * 70
 
 
 # --- marks ----------------------------------------------------------------------------------
@@ -210,7 +210,7 @@ def test_audio_of_another_response_ends_the_current_one_first() -> None:
     items = drain(tracker)
     assert shape(items) == "FFMF"
     assert marks_of(items) == ["a:25:0"]
-    assert frames_of(items)[1].ulaw == audio(200)[160:] + SILENCE * 120
+    assert frames_of(items)[1].audio == audio(200)[160:] + SILENCE * 120
     assert frames_of(items)[2] == Frame("b", audio(160, seed=3))
     tracker.end("a")  # already ended: nothing more
     assert drain(tracker) == []
@@ -331,7 +331,7 @@ def test_any_split_into_adds_yields_the_same_items(
     whole = run(split=False)
     assert run(split=True) == whole
     for response_id, pcm in responses:
-        frames = [f.ulaw for f in frames_of(whole) if f.response_id == response_id]
+        frames = [f.audio for f in frames_of(whole) if f.response_id == response_id]
         assert all(len(frame) == 160 for frame in frames)
         padding = -len(pcm) % 160
         assert b"".join(frames) == pcm + SILENCE * padding

@@ -1,24 +1,26 @@
-"""Outbound audio of a Twilio call: 20 ms frames, marks, the played position, barge-in.
+"""Outbound audio of a phone call: 20 ms frames, markers, the played position, barge-in.
 
-Theory of operation. ``PlaybackTracker`` is a pure state machine for the gateway → Twilio
-direction. The bridge feeds it µ-law 8 kHz audio per response (``add``, then ``end``), asks it
-what to send (``next_items``), tells it of Twilio's mark echoes (``echoed``) and of barge-in
-(``clear``). No I/O and no clock: pacing is the caller's business.
+Theory of operation. ``PlaybackTracker`` is a pure state machine for the gateway → carrier
+direction. The bridge feeds it the line's audio per response (``add``, then ``end``), asks it
+what to send (``next_items``), tells it of the carrier's marker echoes (``echoed``) and of
+barge-in (``clear``). No I/O and no clock: pacing is the caller's business.
 
 - Framing. The audio of one response is cut into exact ``frame_bytes`` frames (160 bytes = 20 ms
-  at 8 samples per ms). A response's last partial frame is held until ``end``, which pads it with
-  µ-law silence (0xFF); no byte is lost and no padding appears anywhere else. Audio of a
+  of µ-law at 8 samples per ms; 640 of PCM16 at 16 kHz). A response's last partial frame is held
+  until ``end``, which pads it with the line's silence; no byte is lost and no padding appears
+  anywhere else. Audio of a
   different response id ends the current response first, as ``end`` would: responses play one
   after another and never share a frame.
 - Marks. After every ``mark_every_frames`` frames of a response, and after its last frame, a
   ``MarkOut`` follows in the stream. Its name is ``f"{response_id}:{end_ms}:{n}"``: ``end_ms`` is
   the response's audio sent before the mark, in whole ms (padding excluded, so the last mark of
   a response may fall between two frame boundaries), ``n`` a counter that makes it unique.
-- Played position. Twilio echoes a mark once it has played everything sent before it; marks
-  echo in order, so an echo confirms every earlier mark too. ``echoed`` returns the response and
-  its played ms; a name it does not know (after ``clear``, or never sent) gives None.
-- Barge-in. ``clear`` drops every frame not yet sent and forgets outstanding marks (Twilio
-  empties its buffer and echoes them at once: those echoes are stale). Further audio of the
+- Played position. The carrier echoes a mark once it has played everything sent before it
+  (a carrier without echoes has the bridge echo them on its clock); marks echo in order, so an
+  echo confirms every earlier mark too. ``echoed`` returns the response and its played ms; a
+  name it does not know (after ``clear``, or never sent) gives None.
+- Barge-in. ``clear`` drops every frame not yet sent and forgets outstanding marks (the carrier
+  empties its buffer and may echo them at once: those echoes are stale). Further audio of the
   interrupted response is ignored until audio of another response arrives.
 
 Illegal inputs raise ``ValueError``: audio for a response that already ended, or a negative
@@ -31,26 +33,24 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Literal
 
-from gateway.audio.g711 import ULAW_SILENCE as SILENCE
+__all__ = ["Frame", "MarkOut", "PlaybackTracker", "parse_mark_name"]
 
-__all__ = ["BYTES_PER_MS", "Frame", "MarkOut", "PlaybackTracker", "parse_mark_name"]
-
-BYTES_PER_MS = 8
-"""µ-law at 8 kHz: one byte per sample, 8 samples per ms."""
+ULAW_BYTES_PER_MS = 8  # the default line: µ-law at 8 kHz, one byte a sample
+ULAW_SILENCE = b"\xff"
 
 
 @dataclass(frozen=True, slots=True)
 class Frame:
-    """One frame of audio to send as a Twilio ``media`` message."""
+    """One frame of audio to send in the carrier's media message."""
 
     response_id: str
-    ulaw: bytes = field(repr=False)
+    audio: bytes = field(repr=False)
     type: Literal["frame"] = "frame"
 
 
 @dataclass(frozen=True, slots=True)
 class MarkOut:
-    """A mark to send as a Twilio ``mark`` message."""
+    """A marker to send (a Twilio ``mark``, a Plivo ``checkpoint``, …)."""
 
     name: str
     type: Literal["mark"] = "mark"
@@ -89,10 +89,21 @@ class _SentMark:
 
 
 class PlaybackTracker:
-    def __init__(self, frame_bytes: int = 160, mark_every_frames: int = 5) -> None:
-        if frame_bytes <= 0 or mark_every_frames <= 0:
-            raise ValueError("frame_bytes and mark_every_frames must be positive")
+    def __init__(
+        self,
+        frame_bytes: int = 160,
+        mark_every_frames: int = 5,
+        *,
+        bytes_per_ms: int = ULAW_BYTES_PER_MS,
+        silence: bytes = ULAW_SILENCE,
+    ) -> None:
+        if frame_bytes <= 0 or mark_every_frames <= 0 or bytes_per_ms <= 0:
+            raise ValueError("frame_bytes, mark_every_frames and bytes_per_ms must be positive")
+        if frame_bytes % len(silence):
+            raise ValueError("a frame holds whole samples")
         self._frame_bytes = frame_bytes
+        self._bytes_per_ms = bytes_per_ms
+        self._silence = silence
         self._mark_every = mark_every_frames
         self._queue: deque[Frame | _QueuedMark] = deque()
         self._pending_frames = 0
@@ -112,10 +123,11 @@ class PlaybackTracker:
 
     @property
     def unconfirmed_ms(self) -> int:
-        """Audio sent to Twilio (padding included) that no mark echo has confirmed yet."""
-        return (self._frames_sent - self._frames_confirmed) * self._frame_bytes // BYTES_PER_MS
+        """Audio sent to the carrier (padding included) that no mark echo has confirmed yet."""
+        sent = self._frames_sent - self._frames_confirmed
+        return sent * self._frame_bytes // self._bytes_per_ms
 
-    def add(self, response_id: str, ulaw: bytes) -> None:
+    def add(self, response_id: str, audio: bytes) -> None:
         """Queue audio of ``response_id``; only whole frames until ``end``."""
         if response_id == self._ignored:
             return
@@ -128,7 +140,7 @@ class PlaybackTracker:
                 self._finish(current)
             current = self._open = _Open(response_id)
         held = current.held
-        held += ulaw
+        held += audio
         size = self._frame_bytes
         whole = len(held) - len(held) % size
         for start in range(0, whole, size):
@@ -170,7 +182,7 @@ class PlaybackTracker:
         return items
 
     def echoed(self, name: str) -> tuple[str, int] | None:
-        """Twilio played up to mark ``name``: ``(response_id, played_ms)``, None if stale."""
+        """The carrier played up to mark ``name``: ``(response_id, played_ms)``, None if stale."""
         if name not in self._outstanding:
             return None
         while True:
@@ -207,8 +219,8 @@ class PlaybackTracker:
             return self._last_sent
         return None
 
-    def _queue_frame(self, response: _Open, ulaw: bytes, audio_bytes: int) -> None:
-        self._queue.append(Frame(response.response_id, ulaw))
+    def _queue_frame(self, response: _Open, audio: bytes, audio_bytes: int) -> None:
+        self._queue.append(Frame(response.response_id, audio))
         self._pending_frames += 1
         response.audio_bytes += audio_bytes
         response.frames_since_mark += 1
@@ -216,7 +228,7 @@ class PlaybackTracker:
             self._queue_mark(response)
 
     def _queue_mark(self, response: _Open) -> None:
-        end_ms = response.audio_bytes // BYTES_PER_MS
+        end_ms = response.audio_bytes // self._bytes_per_ms
         name = f"{response.response_id}:{end_ms}:{self._marks_made}"
         self._marks_made += 1
         self._queue.append(_QueuedMark(MarkOut(name), response.response_id, end_ms))
@@ -225,7 +237,8 @@ class PlaybackTracker:
     def _finish(self, response: _Open) -> None:
         held = response.held
         if held:
-            padding = bytes([SILENCE]) * (self._frame_bytes - len(held))
+            missing = self._frame_bytes - len(held)
+            padding = (self._silence * missing)[:missing]
             self._queue_frame(response, bytes(held) + padding, len(held))
             held.clear()
         if response.frames_since_mark:
