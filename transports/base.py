@@ -34,9 +34,9 @@ __all__ = [
 ]
 
 Mode = Literal["voice", "text"]
-# How audio bytes code samples: PCM16 little-endian (two bytes a sample), or G.711 µ-law at
-# 8 kHz (one byte a sample), which telephony carries and some providers take as it is.
-AudioEncoding = Literal["pcm16", "pcmu"]
+# How audio bytes code samples: PCM16 little-endian (two bytes a sample), or G.711 at 8 kHz,
+# µ-law or A-law (one byte a sample), which telephony carries and some providers take as it is.
+AudioEncoding = Literal["pcm16", "pcmu", "pcma"]
 # When a background call's result enters the conversation: at once, cutting what the model says;
 # once the model is idle; or silently, as context the model does not answer.
 Delivery = Literal["interrupt", "when_idle", "silent"]
@@ -132,8 +132,9 @@ class UpstreamConfig:
     # The client's audio rates; transports that can produce any rate (local) may match them.
     client_input_rate: int = 16000
     client_output_rate: int = 24000
-    # The client's audio encoding (µ-law: a phone call); a transport whose provider takes it as
-    # it is says so in its capabilities, and the audio then passes untouched both ways.
+    # The client's audio encoding (G.711 µ-law or A-law: a phone call); a transport whose
+    # provider takes it as it is says so in its capabilities, and the audio then passes
+    # untouched both ways.
     client_encoding: AudioEncoding = "pcm16"
     model: str | None = None
     voice: str | None = None

@@ -87,6 +87,7 @@ DEFAULT_INPUT_RATE = 16000
 DEFAULT_OUTPUT_RATE = 24000
 MAX_TEXT_CHARS = 16_000
 MAX_METADATA_PAIRS = 16
+_G711_ENCODINGS = ("pcmu", "pcma")  # a phone call's µ-law or A-law: 8000 Hz both ways
 
 
 class Mode(StrEnum):
@@ -146,8 +147,8 @@ class AudioFormat:
     """Mono sample rates of the session, in Hz (shared by session.start/started).
 
     ``encoding`` is PCM16 for every client of the protocol (``session.start`` cannot choose
-    another); the phone bridge opens its sessions with G.711 µ-law at 8 kHz (``"pcmu"``), which
-    an upstream that takes µ-law itself receives untouched."""
+    another); a phone bridge opens its sessions with G.711 at 8 kHz, µ-law (``"pcmu"``) or A-law
+    (``"pcma"``), which an upstream that takes that law itself receives untouched."""
 
     input_rate: int = DEFAULT_INPUT_RATE
     output_rate: int = DEFAULT_OUTPUT_RATE
@@ -156,10 +157,11 @@ class AudioFormat:
     def __post_init__(self) -> None:
         _check_rate(self.input_rate, "audio.input_rate")
         _check_rate(self.output_rate, "audio.output_rate")
-        if self.encoding not in ("pcm16", "pcmu"):
-            raise invalid_field(SessionStart.TYPE, "audio.encoding", 'must be "pcm16" or "pcmu"')
-        if self.encoding == "pcmu" and (self.input_rate, self.output_rate) != (8000, 8000):
-            raise invalid_field(SessionStart.TYPE, "audio.encoding", "pcmu is 8000 Hz both ways")
+        encoding, where = self.encoding, "audio.encoding"
+        if encoding not in ("pcm16", *_G711_ENCODINGS):
+            raise invalid_field(SessionStart.TYPE, where, 'must be "pcm16", "pcmu" or "pcma"')
+        if encoding in _G711_ENCODINGS and (self.input_rate, self.output_rate) != (8000, 8000):
+            raise invalid_field(SessionStart.TYPE, where, f"{encoding} is 8000 Hz both ways")
 
     def to_dict(self) -> JsonObject:
         body: JsonObject = {"input_rate": self.input_rate, "output_rate": self.output_rate}

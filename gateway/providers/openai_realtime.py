@@ -72,7 +72,7 @@ OPENAI = ProviderRecord(
     modes=VOICE_AND_TEXT,
     input_rate=24000,
     output_rate=24000,
-    encodings=frozenset({"pcm16", "pcmu"}),
+    encodings=frozenset({"pcm16", "pcmu", "pcma"}),
     dialect=OPENAI_REALTIME,
     model_names=ModelNames(prefixes=("gpt-",), passed_on=True),
     default_models=lambda s: {"voice": s.openai_model, "text": s.openai_model},

@@ -121,8 +121,8 @@ class ProviderRecord(Generic[S]):
     modes: frozenset[Mode]
     input_rate: int
     output_rate: int
-    # The encodings it takes as they are: PCM16, and G.711 µ-law (a phone call's audio, which
-    # then passes through untouched both ways) where it is one.
+    # The encodings it takes as they are: PCM16, and G.711 µ-law and A-law (a phone call's
+    # audio, which then passes through untouched both ways) where it takes them.
     encodings: frozenset[AudioEncoding] = frozenset({"pcm16"})
     # The declarations (``providerSchemas``) its transport reads; None: only the tools' names.
     dialect: DeclarationDialect | None

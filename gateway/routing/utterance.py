@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from gateway.audio.convert import AudioConverter, bytes_per_sample
+from gateway.audio.convert import AudioConverter, bytes_per_sample, encoded
 from transports.base import AudioEncoding
 
 __all__ = ["BUFFER_S", "Format", "Utterance", "converted", "silence"]
@@ -32,8 +32,8 @@ def converted(chunks: Sequence[bytes], source: Format, target: Format) -> list[b
 
 def silence(seconds: float, fmt: Format) -> bytes:
     encoding, rate = fmt
-    samples = int(seconds * rate)
-    return b"\xff" * samples if encoding == "pcmu" else bytes(2 * samples)
+    # PCM zeros in the format: a G.711 law codes them as its own byte (µ-law 0xFF, A-law 0xD5).
+    return encoded(bytes(2 * int(seconds * rate)), encoding)
 
 
 class Utterance:

@@ -23,9 +23,8 @@ from typing import Literal, Protocol
 
 import structlog
 
-from gateway.audio.convert import bytes_per_sample
+from gateway.audio.convert import bytes_per_sample, encoded
 from gateway.audio.cues import holding_tone
-from gateway.audio.g711 import ulaw_encode
 from gateway.orchestrator import CallPolicy, ConfirmationBook, IntentState, TurnState
 from gateway.protocol import (
     BinaryAudio,
@@ -350,9 +349,7 @@ class Session:
         if response.interrupted:
             return False
         rate, encoding = self.profile.output_rate, self.profile.encoding
-        audio = holding_tone(rate)
-        if encoding == "pcmu":  # a phone call: the client takes µ-law
-            audio = ulaw_encode(audio)
+        audio = encoded(holding_tone(rate), encoding)  # a phone call takes its G.711 law
         frame = rate * bytes_per_sample(encoding) * 20 // 1000  # 20 ms frames, as a reply's
         for offset in range(0, len(audio), frame):
             outbound.audio(audio[offset : offset + frame])

@@ -29,6 +29,7 @@ from gateway.session.session import SessionUser
 from gateway.session.snapshot import Profile
 from gateway.store import SessionSnapshot
 from transports.base import (
+    AudioEncoding,
     ConversationItem,
     Prewarm,
     ToolDeclaration,
@@ -55,6 +56,9 @@ _log = structlog.get_logger("session.upstream_connect")
 
 TransportFactory = Callable[[str, Settings], Transport]
 BREAKER_SKIP = "skipped: its breaker is open"
+# A phone call's G.711 law, as the transports name it (the snapshot keeps a plain string);
+# anything else is PCM16.
+_G711_ENCODINGS: dict[str, AudioEncoding] = {"pcmu": "pcmu", "pcma": "pcma"}
 
 
 class ConnectFailed(Exception):
@@ -121,7 +125,7 @@ def upstream_config(
         ],
         client_input_rate=setup.input_rate,
         client_output_rate=setup.output_rate,
-        client_encoding="pcmu" if setup.audio_encoding == "pcmu" else "pcm16",
+        client_encoding=_G711_ENCODINGS.get(setup.audio_encoding, "pcm16"),
         model=setup.model,
         voice=setup.voice,
         locale=setup.locale,

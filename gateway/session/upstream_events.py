@@ -121,7 +121,7 @@ class UpstreamEvents:
         self._out = AudioConverter(
             capabilities.encoding, capabilities.output_rate, profile.encoding, profile.output_rate
         )
-        # The provider's audio: PCM16 or µ-law at its rate.
+        # The provider's audio: PCM16 or G.711 at its rate.
         sample_bytes = bytes_per_sample(capabilities.encoding)
         self._ms_per_byte = 1000 / sample_bytes / capabilities.output_rate
 

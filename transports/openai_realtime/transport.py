@@ -136,14 +136,15 @@ class OpenAIRealtimeTransport(CodecShell[RealtimeCodec]):
             raise TransportError("this OpenAI Realtime transport was already used")
         self._model = config.model or self.options.model
         self._log = _log.bind(session_id=config.session_id, model=self._model)
-        if config.client_encoding == "pcmu":
-            # A phone call: the GA session takes and produces G.711 µ-law itself, so its audio
-            # passes through the gateway untouched (no decoding, no resampling) both ways.
+        if config.client_encoding in wire.G711_ENCODINGS:
+            # A phone call: the GA session takes and produces its G.711 law (µ-law or A-law)
+            # itself, so its audio passes through the gateway untouched (no decoding, no
+            # resampling) both ways.
             self.capabilities = replace(
                 type(self).capabilities,
-                input_rate=wire.PCMU_RATE,
-                output_rate=wire.PCMU_RATE,
-                encoding="pcmu",
+                input_rate=wire.G711_RATE,
+                output_rate=wire.G711_RATE,
+                encoding=config.client_encoding,
             )
         self._codec = RealtimeCodec(config, transcription_model=self.options.transcription_model)
         try:

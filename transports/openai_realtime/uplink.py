@@ -50,7 +50,7 @@ REPLAY_APPEND_BYTES = REPLAY_APPEND_MS * wire.AUDIO_BYTES_PER_MS
 
 
 class Uplink:
-    """``bytes_per_ms``: of the session's input format (48 for PCM16 at 24 kHz, 8 for µ-law)."""
+    """``bytes_per_ms``: of the session's input format (48 for PCM16 at 24 kHz, 8 for G.711)."""
 
     def __init__(self, bytes_per_ms: int = wire.AUDIO_BYTES_PER_MS) -> None:
         self.bytes_per_ms = bytes_per_ms

@@ -25,8 +25,9 @@ __all__ = [
     "AUDIO_RATE",
     "DEFAULT_MODEL",
     "DEFAULT_TRANSCRIPTION_MODEL",
-    "PCMU_BYTES_PER_MS",
-    "PCMU_RATE",
+    "G711_BYTES_PER_MS",
+    "G711_ENCODINGS",
+    "G711_RATE",
     "SERVER_VAD_PREFIX_PADDING_MS",
     "AudioFormat",
     "FunctionTool",
@@ -36,6 +37,7 @@ __all__ = [
     "audio_append",
     "audio_clear",
     "audio_commit",
+    "audio_format",
     "bytes_per_ms",
     "function_call_item",
     "function_call_output_item",
@@ -57,10 +59,11 @@ DEFAULT_TRANSCRIPTION_MODEL = "gpt-4o-mini-transcribe"
 # PCM16 mono at 24 kHz is the only PCM rate the API takes (and the one it produces).
 AUDIO_RATE = 24000
 AUDIO_BYTES_PER_MS = AUDIO_RATE * 2 // 1000
-# G.711 µ-law (``audio/pcmu``), the GA format a phone call can pass through untouched: 8 kHz,
-# one byte a sample, both ways.
-PCMU_RATE = 8000
-PCMU_BYTES_PER_MS = PCMU_RATE // 1000
+# G.711, µ-law (``audio/pcmu``) or A-law (``audio/pcma``): the GA formats a phone call's audio
+# passes through untouched in: 8 kHz, one byte a sample, both ways.
+G711_ENCODINGS: frozenset[str] = frozenset({"pcmu", "pcma"})
+G711_RATE = 8000
+G711_BYTES_PER_MS = G711_RATE // 1000
 # server_vad's default (https://platform.openai.com/docs/guides/realtime-vad), when session.updated
 # leaves it out.
 SERVER_VAD_PREFIX_PADDING_MS = 300
@@ -68,7 +71,7 @@ SERVER_VAD_PREFIX_PADDING_MS = 300
 
 def bytes_per_ms(config: UpstreamConfig) -> int:
     """Audio bytes a millisecond, both ways, in the format ``session_config`` asks for."""
-    return PCMU_BYTES_PER_MS if config.client_encoding == "pcmu" else AUDIO_BYTES_PER_MS
+    return G711_BYTES_PER_MS if config.client_encoding in G711_ENCODINGS else AUDIO_BYTES_PER_MS
 
 
 class AudioFormat(TypedDict):
@@ -298,6 +301,16 @@ def function_tools(declarations: Sequence[Mapping[str, Any]]) -> list[FunctionTo
     return tools
 
 
+def audio_format(config: UpstreamConfig) -> AudioFormat:
+    """The GA format of the session's audio, both ways: the client's G.711 law as it is (a
+    phone call), else PCM16 at 24 kHz."""
+    if config.client_encoding == "pcmu":
+        return {"type": "audio/pcmu"}
+    if config.client_encoding == "pcma":
+        return {"type": "audio/pcma"}
+    return {"type": "audio/pcm", "rate": AUDIO_RATE}
+
+
 def session_config(
     config: UpstreamConfig,
     mode: Mode,
@@ -309,11 +322,7 @@ def session_config(
     tool choice: ``config``'s, which ``update`` replaces)."""
     choice = config.tool_choice
     voice = mode == "voice"
-    pcm: AudioFormat = (
-        {"type": "audio/pcmu"}
-        if config.client_encoding == "pcmu"
-        else {"type": "audio/pcm", "rate": AUDIO_RATE}
-    )
+    pcm = audio_format(config)
     transcription: Transcription | None = None
     if voice:
         transcription = {"model": transcription_model}
