@@ -23,24 +23,25 @@ async def test_the_transport_is_what_its_record_says(
     under_test: TransportUnderTest, build: Callable[[], Transport]
 ) -> None:
     """The modes and rates a transport declares before it connects, and whether it takes a
-    phone call's µ-law as it is, are its record's."""
+    phone call's G.711 (µ-law, A-law) as it is, are its record's."""
     record = PROVIDERS[under_test.name]
-    transport = build()
-    declared = transport.capabilities
+    declared = build().capabilities
     assert (declared.modes, declared.input_rate, declared.output_rate) == (
         record.modes,
         record.input_rate,
         record.output_rate,
     )
-    phone_call = replace(
-        config("voice" if record.speaks else "text"),
-        client_input_rate=8000,
-        client_output_rate=8000,
-        client_encoding="pcmu",
-    )
-    await transport.connect(phone_call)
-    try:
-        takes_mulaw = transport.capabilities.encoding == "pcmu"
-    finally:
-        await transport.close()
-    assert takes_mulaw == ("pcmu" in record.encodings)
+    for law in ("pcmu", "pcma"):
+        phone_call = replace(
+            config("voice" if record.speaks else "text"),
+            client_input_rate=8000,
+            client_output_rate=8000,
+            client_encoding=law,
+        )
+        transport = build()
+        await transport.connect(phone_call)
+        try:
+            takes_it = transport.capabilities.encoding == law
+        finally:
+            await transport.close()
+        assert takes_it == (law in record.encodings), law
