@@ -229,7 +229,7 @@ class Admission:
         self, token: str | None, call_sid: str, carrier: str = "twilio"
     ) -> SessionUser | str:
         """The caller of a phone stream, or why it is refused. A token opens one stream."""
-        roles = tuple(self._settings.twilio_roles)
+        roles = tuple(self._settings.phone_roles)
         if self.tokens is None:
             return SessionUser(user_id=f"{carrier}:{call_sid}", roles=roles)
         now = time.time()
@@ -254,8 +254,8 @@ class Admission:
         return self.tokens.mint_stream(
             call_sid,
             now=time.time(),
-            ttl_s=self._settings.twilio_token_ttl_s,
-            roles=tuple(self._settings.twilio_roles),
+            ttl_s=self._settings.phone_token_ttl_s,
+            roles=tuple(self._settings.phone_roles),
         )
 
 

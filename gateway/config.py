@@ -58,6 +58,17 @@ class RegistryLocation(BaseSettings):
             raise ConfigError(describe_invalid_settings(exc)) from None
 
 
+def _phone(name: str) -> AliasChoices:
+    """A phone setting's names: ``phone_<name>``, then ``twilio_<name>`` (its name before there
+    were other carriers), as fields and as ``GATEWAY_`` variables."""
+    return AliasChoices(
+        f"phone_{name}",
+        f"GATEWAY_PHONE_{name.upper()}",
+        f"twilio_{name}",
+        f"GATEWAY_TWILIO_{name.upper()}",
+    )
+
+
 def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -221,19 +232,28 @@ class Settings(ProviderSettings):
         default=None, validation_alias=AliasChoices("TWILIO_ACCOUNT_SID", "twilio_account_sid")
     )
     twilio_api_base: str = "https://api.twilio.com"
-    # A provider that speaks; None: GATEWAY_PROVIDER (or, with GATEWAY_MODELS, twilio_model).
-    twilio_provider: str | None = None
+    # Phone calls on every carrier. Named GATEWAY_PHONE_*; the GATEWAY_TWILIO_* names they had
+    # when Twilio was the only carrier still work.
+    # A provider that speaks; None: GATEWAY_PROVIDER (or, with GATEWAY_MODELS, phone_model).
+    phone_provider: str | None = Field(default=None, validation_alias=_phone("provider"))
     # With GATEWAY_MODELS: the model alias a phone call is served by (None: the default alias).
-    twilio_model: str | None = None
-    twilio_roles: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    # Sent as the caller's first message, so the assistant speaks first; empty: wait for them.
-    twilio_greeting: str = "The caller has just connected. Greet them briefly."
-    # Said by Twilio when a call's stream ends from the gateway's side (shutdown, failure);
-    # empty: nothing (Twilio hangs up).
-    twilio_farewell: str = Field(
-        default="Sorry, this call has to end now. Please call again.", max_length=500
+    phone_model: str | None = Field(default=None, validation_alias=_phone("model"))
+    phone_roles: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, validation_alias=_phone("roles")
     )
-    twilio_token_ttl_s: float = Field(default=120.0, gt=0)
+    # Sent as the caller's first message, so the assistant speaks first; empty: wait for them.
+    phone_greeting: str = Field(
+        default="The caller has just connected. Greet them briefly.",
+        validation_alias=_phone("greeting"),
+    )
+    # Said by the carrier when a call's stream ends from the gateway's side (shutdown, failure),
+    # where its call-control document can say it; empty: nothing (the carrier hangs up).
+    phone_farewell: str = Field(
+        default="Sorry, this call has to end now. Please call again.",
+        max_length=500,
+        validation_alias=_phone("farewell"),
+    )
+    phone_token_ttl_s: float = Field(default=120.0, gt=0, validation_alias=_phone("token_ttl_s"))
 
     @field_validator("provider")
     @classmethod
@@ -242,7 +262,7 @@ class Settings(ProviderSettings):
             raise ValueError(f"Input should be {_choices(PROVIDERS.names())}")
         return value
 
-    @field_validator("twilio_provider")
+    @field_validator("phone_provider")
     @classmethod
     def _a_provider_that_speaks(cls, value: str | None) -> str | None:
         if value is not None and value not in PROVIDERS.speaking():
@@ -260,7 +280,7 @@ class Settings(ProviderSettings):
         return value
 
     @field_validator(
-        "twilio_roles", "anonymous_roles", "trusted_proxies", "metrics_teams", mode="before"
+        "phone_roles", "anonymous_roles", "trusted_proxies", "metrics_teams", mode="before"
     )
     @classmethod
     def _split_roles(cls, value: object) -> object:

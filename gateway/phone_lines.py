@@ -40,7 +40,7 @@ def add_phone_routes(
     twilio = TwilioCarrier()
     carriers: list[Carrier] = [twilio]
     twilio_hook = PhoneWebhookEntry(
-        TwilioWebhook(twilio_token, farewell=settings.twilio_farewell),
+        TwilioWebhook(twilio_token, farewell=settings.phone_farewell),
         verified=twilio_token is not None,
         setting="TWILIO_AUTH_TOKEN",
         media_path="/twilio/media",

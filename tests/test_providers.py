@@ -60,7 +60,7 @@ def test_phone_calls_take_exactly_the_providers_that_speak() -> None:
     assert speaking == set(PROVIDERS.speaking())
     for name in NAMES:
         if name in speaking:
-            assert _settings(twilio_provider=name).twilio_provider == name
+            assert _settings(twilio_provider=name).phone_provider == name
         else:
             with pytest.raises(ValidationError, match="a phone call needs a provider that speaks"):
                 _settings(twilio_provider=name)

@@ -39,7 +39,7 @@ def test_the_settings_and_gateway_check_take_it_while_it_is_registered(
         Settings(auth="none", provider="echo")
     with PROVIDERS.registered(ECHO):
         settings = Settings(auth="none", provider="echo", twilio_provider="echo")
-        assert (settings.provider, settings.twilio_provider) == ("echo", "echo")
+        assert (settings.provider, settings.phone_provider) == ("echo", "echo")
         assert main(["check"]) == 0
     listed = [line for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["echo"]]
     assert listed == [

@@ -218,7 +218,7 @@ class PhoneRoutes:
             send,
             carrier.speaker(started),
             inbound=started.line,
-            greeting=settings.twilio_greeting or None,
+            greeting=settings.phone_greeting or None,
             max_audio_frames=settings.outbound_audio_frames,
             carrier=carrier.name,
         )
@@ -232,7 +232,7 @@ class PhoneRoutes:
         log = _log.bind(carrier=carrier.name, call_id=started.call_id)
         try:
             session = await bridge.open(
-                start_session, settings.twilio_provider, settings.twilio_model
+                start_session, settings.phone_provider, settings.phone_model
             )
             log.info("phone_call_started", session_id=session.session_id)
             reader = asyncio.create_task(self._read(ws, carrier, bridge))
