@@ -43,6 +43,7 @@ from gateway.security import (
     origin_allowed,
     parse_networks,
 )
+from gateway.security.stream_tokens import StreamTokens
 from gateway.session import SessionUser
 from gateway.store import StoreUnavailable
 
@@ -107,8 +108,14 @@ class Admission:
         self._counters = counters
         self._auth_on = settings.auth != "none"
         secret = settings.auth_secret
+        lifetime = settings.token_max_lifetime_s
         self.tokens = (
-            TokenAuthority(secret.get_secret_value(), max_lifetime_s=settings.token_max_lifetime_s)
+            TokenAuthority(secret.get_secret_value(), max_lifetime_s=lifetime)
+            if self._auth_on and secret is not None
+            else None
+        )
+        self.stream_tokens = (
+            StreamTokens(secret.get_secret_value(), max_lifetime_s=lifetime)
             if self._auth_on and secret is not None
             else None
         )
@@ -226,36 +233,33 @@ class Admission:
         return await self.keys.plan(user.user_id, user.tenant)
 
     async def stream_user(
-        self, token: str | None, call_sid: str, carrier: str = "twilio"
+        self, token: str | None, call_id: str, carrier: str = "twilio"
     ) -> SessionUser | str:
         """The caller of a phone stream, or why it is refused. A token opens one stream."""
         roles = tuple(self._settings.phone_roles)
-        if self.tokens is None:
-            return SessionUser(user_id=f"{carrier}:{call_sid}", roles=roles)
+        user = SessionUser(user_id=f"{carrier}:{call_id}", roles=roles)
+        if self.stream_tokens is None:
+            return user
         now = time.time()
         try:
-            verified = self.tokens.verify_stream(token, now, call_sid=call_sid)
+            grant = self.stream_tokens.verify(token, now, call_id=call_id)
         except TokenRefused as refused:
             return str(refused)
-        assert verified.token_id is not None
-        ttl = max(verified.expires_at - now, 1.0) + 60.0  # past expiry and clock skew
+        ttl = max(grant.expires_at - now, 1.0) + 60.0  # past expiry and clock skew
         try:
-            fresh = await self._store.claim_once(f"stream-token:{verified.token_id}", ttl)
+            fresh = await self._store.claim_once(f"stream-token:{grant.token_id}", ttl)
         except StoreUnavailable:
             return "the gateway's store cannot be reached to check the token"
         if not fresh:
             return "this stream token was used already"
-        return SessionUser(user_id=verified.subject, roles=verified.roles, tenant=verified.tenant)
+        return user
 
-    def stream_token(self, call_sid: str) -> str:
+    def stream_token(self, call_id: str) -> str:
         """The token a carrier's answer document hands it for this call ("" with auth off)."""
-        if self.tokens is None:
+        if self.stream_tokens is None:
             return ""
-        return self.tokens.mint_stream(
-            call_sid,
-            now=time.time(),
-            ttl_s=self._settings.phone_token_ttl_s,
-            roles=tuple(self._settings.phone_roles),
+        return self.stream_tokens.mint(
+            call_id, now=time.time(), ttl_s=self._settings.phone_token_ttl_s
         )
 
 

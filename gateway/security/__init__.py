@@ -10,10 +10,9 @@ from gateway.security.origins import (
     is_loopback_name,
     origin_allowed,
 )
-from gateway.security.tokens import STREAM_AUDIENCE, TokenAuthority, TokenRefused, VerifiedToken
+from gateway.security.tokens import TokenAuthority, TokenRefused, VerifiedToken
 
 __all__ = [
-    "STREAM_AUDIENCE",
     "ConnectionRateLimiter",
     "TokenAuthority",
     "TokenRefused",

@@ -1,28 +1,23 @@
-"""The gateway's JWTs (HS256 with ``GATEWAY_AUTH_SECRET``): user tokens and phone-stream tokens.
+"""The gateway's user JWTs (HS256 with ``GATEWAY_AUTH_SECRET``).
 
 PyJWT checks the signature and the algorithm; every claim is checked here, against a time the
 caller passes in, so the rules are plain unit tests:
 
-    claim   user token                         stream token (Twilio Media Streams)
-    sub     non-empty string                   ``twilio:<CallSid>``
-    exp     required, in the future            required, in the future
-    iat     optional, not in the future        required
-    nbf     optional, passed                   optional, passed
-    aud     absent                             ``STREAM_AUDIENCE``
-    jti     -                                  required: the stream may be opened once
-    call    -                                  the CallSid the stream must announce
+    claim   user token
+    sub     non-empty string
+    exp     required, in the future
+    iat     optional, not in the future
+    nbf     optional, passed
+    aud     absent (a token for another audience is not a user token)
 
 ``exp`` minus ``iat`` (or minus now, without ``iat``) may not exceed the maximum lifetime
-(``GATEWAY_TOKEN_MAX_LIFETIME_S``): a leaked token cannot be good for a century. A stream token
-is refused where a user token is expected and the other way round, so the short-lived token in a
-TwiML document never opens a ``/v1/session`` session, and a user's token never opens a phone
-stream for a call it was not minted for.
+(``GATEWAY_TOKEN_MAX_LIFETIME_S``): a leaked token cannot be good for a century. Phone-stream
+tokens are not JWTs (``gateway.security.stream_tokens``): neither kind opens what the other does.
 """
 
 from __future__ import annotations
 
 import math
-import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,9 +25,8 @@ import jwt
 
 from gateway.errors import AuthError
 
-__all__ = ["STREAM_AUDIENCE", "TokenAuthority", "TokenRefused", "VerifiedToken"]
+__all__ = ["TokenAuthority", "TokenRefused", "VerifiedToken"]
 
-STREAM_AUDIENCE = "realtime-gateway:twilio-media"
 ALGORITHM = "HS256"
 # Clock skew tolerated between the token's issuer and this gateway.
 LEEWAY_S = 5.0
@@ -60,8 +54,6 @@ class VerifiedToken:
     roles: tuple[str, ...]
     tenant: str | None
     expires_at: float
-    token_id: str | None = None
-    call_sid: str | None = None
 
 
 def _number(claims: dict[str, Any], name: str) -> float | None:
@@ -86,27 +78,6 @@ class TokenAuthority:
         if "aud" in claims:
             raise TokenRefused("this token is not a user token")
         return self._checked(claims, now)
-
-    def verify_stream(self, token: str | None, now: float, *, call_sid: str) -> VerifiedToken:
-        claims = self._claims(token)
-        if claims.get("aud") != STREAM_AUDIENCE:
-            raise TokenRefused("this token is not a phone-stream token")
-        if _number(claims, "iat") is None:
-            raise TokenRefused("invalid token: a stream token needs 'iat'")
-        verified = self._checked(claims, now)
-        jti, call = claims.get("jti"), claims.get("call")
-        if not isinstance(jti, str) or not jti:
-            raise TokenRefused("invalid token: a stream token needs 'jti'")
-        if not isinstance(call, str) or not call or call != call_sid:
-            raise TokenRefused("the token was made for another call")
-        return VerifiedToken(
-            subject=verified.subject,
-            roles=verified.roles,
-            tenant=verified.tenant,
-            expires_at=verified.expires_at,
-            token_id=jti,
-            call_sid=call,
-        )
 
     def _claims(self, token: str | None) -> dict[str, Any]:
         if not token:
@@ -176,19 +147,4 @@ class TokenAuthority:
             claims["roles"] = list(roles)
         if tenant:
             claims["tenant"] = tenant
-        return jwt.encode(claims, self._secret, ALGORITHM)
-
-    def mint_stream(
-        self, call_sid: str, *, now: float, ttl_s: float, roles: tuple[str, ...] = ()
-    ) -> str:
-        """A token for one Media Streams connection of this call, single use."""
-        claims = {
-            "sub": f"twilio:{call_sid}",
-            "aud": STREAM_AUDIENCE,
-            "call": call_sid,
-            "jti": secrets.token_urlsafe(16),
-            "roles": list(roles),
-            "iat": int(now),
-            "exp": int(now + min(ttl_s, self.max_lifetime_s)),
-        }
         return jwt.encode(claims, self._secret, ALGORITHM)
