@@ -20,6 +20,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from gateway.carrier_settings import CarrierSettings
 from gateway.errors import ConfigError
 from gateway.providers import DEFAULT_PROVIDER, PROVIDERS, ProviderSettings
 from gateway.security.addresses import parse_networks
@@ -78,9 +79,10 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class Settings(ProviderSettings):
+class Settings(ProviderSettings, CarrierSettings):
     """The gateway's settings. Each upstream's own (its provider record's ``settings``: keys,
-    models, endpoints, timeouts) come with ``ProviderSettings``."""
+    models, endpoints, timeouts) come with ``ProviderSettings``, each phone carrier's with
+    ``CarrierSettings``."""
 
     model_config = SettingsConfigDict(
         env_prefix="GATEWAY_", extra="ignore", case_sensitive=False, populate_by_name=True
@@ -223,15 +225,8 @@ class Settings(ProviderSettings):
         max_length=1000,
     )
 
-    twilio_auth_token: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("TWILIO_AUTH_TOKEN", "twilio_auth_token")
-    )
+    # The gateway's public address behind a proxy: what carriers call and sign.
     public_url: str | None = None
-    # Phone calls (Twilio Media Streams): the REST credentials end a call on END_VOICE_SESSION.
-    twilio_account_sid: str | None = Field(
-        default=None, validation_alias=AliasChoices("TWILIO_ACCOUNT_SID", "twilio_account_sid")
-    )
-    twilio_api_base: str = "https://api.twilio.com"
     # Phone calls on every carrier. Named GATEWAY_PHONE_*; the GATEWAY_TWILIO_* names they had
     # when Twilio was the only carrier still work.
     # A provider that speaks; None: GATEWAY_PROVIDER (or, with GATEWAY_MODELS, phone_model).

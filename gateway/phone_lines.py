@@ -3,28 +3,67 @@
 Every carrier's stream reaches ``/phone/media`` (the carrier is told from its first messages);
 Twilio's ``/twilio/media`` and ``/twilio/voice`` stay as they were. Each carrier's answer
 webhook is built with its credential from the settings: with it set, requests must carry the
-carrier's signature; without it, the webhook is refused unless ``GATEWAY_AUTH=none``. A carrier's
-REST credentials, when set, let the gateway hang a call up after a goodbye.
+carrier's signature; without it, the webhook is refused unless ``GATEWAY_AUTH=none`` (it then
+answers unchecked, for a local trial). A carrier's REST credentials, when set, let the gateway
+hang a call up after a goodbye.
 """
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Awaitable, Callable
+
 from aiohttp import web
+from pydantic import SecretStr
 
 from gateway.admission import Admission
 from gateway.config import Settings
+from gateway.edges.exotel.webhook import ExotelAnswerWebhook
+from gateway.edges.exotel.wire import ExotelCarrier
 from gateway.edges.phone.routes import HangUp, PhoneRoutes, PhoneWebhookEntry
+from gateway.edges.phone.webhook import AnswerWebhook
 from gateway.edges.phone.wire import Carrier
+from gateway.edges.plivo.webhook import PlivoAnswerWebhook
+from gateway.edges.plivo.wire import PlivoCarrier
 from gateway.edges.twilio.webhook import TwilioHangUp, TwilioWebhook
 from gateway.edges.twilio.wire import TwilioCarrier
+from gateway.edges.vonage.webhook import VonageAnswerWebhook
+from gateway.edges.vonage.wire import VonageCarrier
 from gateway.session.manager import SessionManager
 
-__all__ = ["add_phone_routes"]
+__all__ = ["CARRIERS", "add_phone_routes"]
+
+# Every carrier /phone/media serves, in the order they are asked to claim a stream.
+CARRIERS: tuple[Carrier, ...] = (
+    TwilioCarrier(),
+    PlivoCarrier(),
+    VonageCarrier(),
+    ExotelCarrier(),
+)
 
 
-def _secret(value: object) -> str | None:
-    get = getattr(value, "get_secret_value", None)
-    return None if get is None else str(get())
+def _secret(value: SecretStr | None) -> str | None:
+    return None if value is None else value.get_secret_value() or None
+
+
+def _entry(
+    secret: str | None,
+    setting: str,
+    build: Callable[[str], AnswerWebhook],
+    media_path: str = "/phone/media",
+) -> PhoneWebhookEntry:
+    """A webhook verified with ``secret``; without one, built with a key nothing can match (its
+    signature check is not run: the route refuses it, or with auth off answers unchecked)."""
+    key = secret if secret is not None else secrets.token_hex(32)
+    return PhoneWebhookEntry(build(key), secret is not None, setting, media_path)
+
+
+def _add_answer(
+    app: web.Application, path: str, handler: Callable[[web.Request], Awaitable[web.Response]]
+) -> None:
+    """An answer webhook: carriers request it with a GET or a POST, as the number is set up."""
+    app.router.add_route("GET", path, handler)
+    app.router.add_route("POST", path, handler)
 
 
 def add_phone_routes(
@@ -37,15 +76,34 @@ def add_phone_routes(
             settings.twilio_account_sid, twilio_token, settings.twilio_api_base
         )
     routes = PhoneRoutes(settings, admission, manager, hang_ups)
-    twilio = TwilioCarrier()
-    carriers: list[Carrier] = [twilio]
-    twilio_hook = PhoneWebhookEntry(
-        TwilioWebhook(twilio_token, farewell=settings.phone_farewell),
-        verified=twilio_token is not None,
-        setting="TWILIO_AUTH_TOKEN",
-        media_path="/twilio/media",
+    farewell = settings.phone_farewell
+    twilio = PhoneWebhookEntry(
+        TwilioWebhook(twilio_token, farewell=farewell),
+        twilio_token is not None,
+        "TWILIO_AUTH_TOKEN",
+        "/twilio/media",
     )
-    app.router.add_post("/twilio/voice", routes.answer_handler(twilio_hook))
-    app.router.add_get("/twilio/media", routes.media_handler([twilio]))
-    app.router.add_get("/phone/media", routes.media_handler(carriers))
+    app.router.add_post("/twilio/voice", routes.answer_handler(twilio))
+    app.router.add_get("/twilio/media", routes.media_handler([CARRIERS[0]]))
+    plivo = _entry(
+        _secret(settings.plivo_auth_token),
+        "PLIVO_AUTH_TOKEN",
+        lambda key: PlivoAnswerWebhook(key, farewell=farewell),
+    )
+    _add_answer(app, "/plivo/answer", routes.answer_handler(plivo))
+    vonage = _entry(
+        _secret(settings.vonage_signature_secret),
+        "VONAGE_SIGNATURE_SECRET",
+        lambda key: VonageAnswerWebhook(
+            key, application_id=settings.vonage_application_id, rate=settings.vonage_rate
+        ),
+    )
+    _add_answer(app, "/vonage/answer", routes.answer_handler(vonage))
+    exotel = _entry(
+        _secret(settings.exotel_answer_secret),
+        "EXOTEL_ANSWER_SECRET",
+        lambda key: ExotelAnswerWebhook(key, sample_rate=settings.exotel_sample_rate),
+    )
+    _add_answer(app, "/exotel/answer", routes.answer_handler(exotel))
+    app.router.add_get("/phone/media", routes.media_handler(CARRIERS))
     return routes

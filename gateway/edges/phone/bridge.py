@@ -14,9 +14,9 @@ the provider's reach the caller untouched; elsewhere the session's converter dec
 resamples. Only a call whose carrier sends another encoding than it plays (rare: a Telnyx call
 negotiated in A-law, played in µ-law) has its inbound audio converted here.
 
-A carrier that does not echo markers (Vonage) gets them echoed by the bridge on its own clock,
-when the audio sent before a marker has had the time to play: the pacer keeps at most
-``LEAD_FRAMES`` ahead of real time, so that is when the carrier plays it too.
+A carrier that does not echo markers gets them echoed by the bridge on its own clock, when the
+audio sent before a marker has had the time to play: the pacer keeps at most one frame and
+``SLACK_MS`` ahead of real time, so that is when the carrier plays it too.
 
 Decisions live in the pure modules beside it (``playback``'s ``PlaybackTracker``, ``reorder``);
 this class only moves bytes and keeps time.
@@ -70,14 +70,16 @@ from gateway.session.client_output import ClientOutput
 from gateway.session.outbound import Outbound, as_is
 from gateway.session.session import Session
 
-__all__ = ["FRAME_MS", "LEAD_FRAMES", "PhoneBridge"]
+__all__ = ["FRAME_MS", "SLACK_MS", "PhoneBridge"]
 
 _log = structlog.get_logger("phone")
 
-FRAME_MS = 20
-# Frames sent ahead of real time: enough to ride out scheduling jitter, small enough that a
-# barge-in's ``clear`` finds little queued at the carrier.
-LEAD_FRAMES = 3
+FRAME_MS = 20  # most carriers' frame; a speaker may ask for longer ones (Exotel)
+# Sent ahead of real time beyond the frame being played: enough to ride out scheduling jitter,
+# small enough that a barge-in's ``clear`` finds little queued at the carrier (60 ms in all
+# with 20 ms frames).
+SLACK_MS = 2 * FRAME_MS
+MARK_EVERY_MS = 100  # a marker after each 100 ms of a reply, at least after each frame
 
 StartSession = Callable[[SessionStart, ClientOutput], Awaitable[Session]]
 
@@ -102,8 +104,12 @@ class PhoneBridge:
         self._log = _log.bind(carrier=carrier)
         line = speaker.line
         self._line = line
+        self._frame_ms = speaker.frame_ms
         self.tracker = PlaybackTracker(
-            line.bytes_per_ms * FRAME_MS, bytes_per_ms=line.bytes_per_ms, silence=line.silence
+            line.bytes_per_ms * self._frame_ms,
+            max(MARK_EVERY_MS // self._frame_ms, 1),
+            bytes_per_ms=line.bytes_per_ms,
+            silence=line.silence,
         )
         # The session speaks the line's format; audio the carrier sends in another is converted.
         self._inbound = (
@@ -307,7 +313,8 @@ class PhoneBridge:
             self._played_all.set()
 
     async def _pace(self) -> None:
-        """Send queued frames at real time, ``LEAD_FRAMES`` ahead at most; marks as they come.
+        """Send queued frames at real time, a frame and ``SLACK_MS`` ahead at most; marks as
+        they come.
 
         The timeline runs from the first frame after an underrun: a reply arriving in bursts
         (faster than real time, as providers send it) keeps one timeline, so it is never sent
@@ -325,13 +332,13 @@ class PhoneBridge:
             ahead_ms = self._ahead_ms()
             if ahead_ms < 0:  # the carrier ran out (or this is the first frame): start afresh
                 self._timeline_start, self._timeline_sent_ms, ahead_ms = self._clock(), 0, 0.0
-            if ahead_ms >= LEAD_FRAMES * FRAME_MS:
-                await asyncio.sleep((ahead_ms - (LEAD_FRAMES - 1) * FRAME_MS) / 1000)
+            if ahead_ms >= self._frame_ms + SLACK_MS:
+                await asyncio.sleep((ahead_ms - SLACK_MS) / 1000)
                 continue
             for item in self.tracker.next_items(1):
                 await self._send_item(item)
                 if isinstance(item, Frame):
-                    self._timeline_sent_ms += FRAME_MS
+                    self._timeline_sent_ms += self._frame_ms
 
     def _ahead_ms(self) -> float:
         """How far what was sent runs ahead of what the carrier has played, by the clock."""

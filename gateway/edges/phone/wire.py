@@ -166,13 +166,19 @@ class Speaker(Protocol):
         ...
 
     @property
+    def frame_ms(self) -> int:
+        """How much audio each media message carries: 20 ms for most carriers, more where the
+        carrier asks for larger chunks (Exotel)."""
+        ...
+
+    @property
     def echoes_markers(self) -> bool:
         """Whether the carrier tells when audio sent before a marker has played. Without it
-        (Vonage) the bridge takes the played position from its own clock."""
+        the bridge takes the played position from its own clock."""
         ...
 
     def media(self, audio: bytes) -> Outgoing:
-        """One frame of audio to play (``line`` format, whole samples)."""
+        """One frame of audio to play: ``frame_ms`` of it in the ``line`` format."""
         ...
 
     def marker(self, name: str) -> Outgoing:

@@ -38,6 +38,7 @@ class TwilioSpeaker:
     """What the gateway sends on one Twilio stream."""
 
     line = TWILIO_LINE
+    frame_ms = 20
     echoes_markers = True
 
     def __init__(self, stream_sid: str) -> None:
