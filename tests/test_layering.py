@@ -56,6 +56,7 @@ EDGE_WIRE_USERS = {
     "fakes.openai_realtime.wire": "OpenAI's error texts, worded as the edge words them",
     "soak.phone": "signs its calls' webhooks as Twilio does (signature.twilio_signature)",
     "bench.setup.clients": "signs the webhook of the calls it times, as Twilio does",
+    "fakes.carriers.twilio_api": "signs its simulated calls' webhooks as Twilio does",
 }
 
 

@@ -276,11 +276,15 @@ class PhoneRoutes:
             except PhoneFormatError as exc:
                 _log.warning("phone_bad_message", carrier=carrier.name, problem=str(exc))
                 continue
+            except Exception:  # an adapter's bug: the message is lost, not the call
+                _log.exception("phone_decode_failed", carrier=carrier.name)
+                continue
             try:
                 if not await bridge.on_carrier(event):
                     return
             except Exception:  # one bad event must not hang up the call
                 _log.exception("phone_event_failed", carrier=carrier.name, kind=event.type)
+        _log.info("phone_stream_closed", carrier=carrier.name, code=ws.close_code)
 
 
 async def _receive(ws: web.WebSocketResponse, deadline: float) -> str | bytes | None:
