@@ -8,9 +8,11 @@ Where each is found in the carrier's console: docs/phone/.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["CarrierSettings"]
@@ -57,3 +59,27 @@ class CarrierSettings(BaseSettings):
         default=None, validation_alias=_named("EXOTEL_ANSWER_SECRET")
     )
     exotel_sample_rate: Literal[8000, 16000] = 8000
+
+    # Telnyx: the account's public key (base64) checks its webhooks' Ed25519 signatures; the API
+    # key answers and hangs up calls through Call Control; the codec of the stream both ways.
+    telnyx_public_key: str | None = Field(
+        default=None, validation_alias=_named("TELNYX_PUBLIC_KEY")
+    )
+    telnyx_api_key: SecretStr | None = Field(
+        default=None, validation_alias=_named("TELNYX_API_KEY")
+    )
+    telnyx_api_base: str = "https://api.telnyx.com"
+    telnyx_codec: Literal["PCMU", "PCMA"] = "PCMU"
+
+    @field_validator("telnyx_public_key")
+    @classmethod
+    def _an_ed25519_public_key(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        try:
+            raw = base64.b64decode(value.strip(), validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError("must be the base64 public key of the Telnyx portal") from None
+        if len(raw) != 32:
+            raise ValueError("must be a 32-byte Ed25519 public key, in base64")
+        return value.strip()

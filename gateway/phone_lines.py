@@ -10,9 +10,11 @@ hang a call up after a goodbye.
 
 from __future__ import annotations
 
+import base64
 import secrets
 from collections.abc import Awaitable, Callable
 
+import structlog
 from aiohttp import web
 from pydantic import SecretStr
 
@@ -21,25 +23,33 @@ from gateway.config import Settings
 from gateway.edges.exotel.webhook import ExotelAnswerWebhook
 from gateway.edges.exotel.wire import ExotelCarrier
 from gateway.edges.phone.routes import HangUp, PhoneRoutes, PhoneWebhookEntry
-from gateway.edges.phone.webhook import AnswerWebhook
+from gateway.edges.phone.webhook import Answer, AnswerWebhook, WebhookRequest
 from gateway.edges.phone.wire import Carrier
 from gateway.edges.plivo.webhook import PlivoAnswerWebhook
 from gateway.edges.plivo.wire import PlivoCarrier
+from gateway.edges.telnyx.control import TelnyxControl
+from gateway.edges.telnyx.webhook import CallInitiated, TelnyxAnswerWebhook, parse_event
+from gateway.edges.telnyx.wire import TelnyxCarrier
 from gateway.edges.twilio.webhook import TwilioHangUp, TwilioWebhook
 from gateway.edges.twilio.wire import TwilioCarrier
 from gateway.edges.vonage.webhook import VonageAnswerWebhook
 from gateway.edges.vonage.wire import VonageCarrier
 from gateway.session.manager import SessionManager
 
-__all__ = ["CARRIERS", "add_phone_routes"]
+__all__ = ["add_phone_routes", "carriers"]
 
-# Every carrier /phone/media serves, in the order they are asked to claim a stream.
-CARRIERS: tuple[Carrier, ...] = (
-    TwilioCarrier(),
-    PlivoCarrier(),
-    VonageCarrier(),
-    ExotelCarrier(),
-)
+_log = structlog.get_logger("phone")
+
+
+def carriers(settings: Settings) -> tuple[Carrier, ...]:
+    """Every carrier ``/phone/media`` serves, in the order they are asked to claim a stream."""
+    return (
+        TwilioCarrier(),
+        TelnyxCarrier(settings.telnyx_codec),
+        PlivoCarrier(),
+        VonageCarrier(),
+        ExotelCarrier(),
+    )
 
 
 def _secret(value: SecretStr | None) -> str | None:
@@ -56,6 +66,16 @@ def _entry(
     signature check is not run: the route refuses it, or with auth off answers unchecked)."""
     key = secret if secret is not None else secrets.token_hex(32)
     return PhoneWebhookEntry(build(key), secret is not None, setting, media_path)
+
+
+def _an_incoming_call(request: WebhookRequest) -> bool:
+    """Of Telnyx's events, the one that asks for a call to be answered."""
+    event = parse_event(request.body)
+    return isinstance(event, CallInitiated) and event.direction == "incoming"
+
+
+async def _no_telnyx_api(call_control_id: str, answer: Answer) -> None:
+    _log.warning("telnyx_call_not_answered", reason="TELNYX_API_KEY is not set")
 
 
 def _add_answer(
@@ -75,7 +95,14 @@ def add_phone_routes(
         hang_ups["twilio"] = TwilioHangUp(
             settings.twilio_account_sid, twilio_token, settings.twilio_api_base
         )
+    telnyx_key = _secret(settings.telnyx_api_key)
+    telnyx_control = (
+        None if telnyx_key is None else TelnyxControl(telnyx_key, settings.telnyx_api_base)
+    )
+    if telnyx_control is not None:
+        hang_ups["telnyx"] = telnyx_control.hang_up
     routes = PhoneRoutes(settings, admission, manager, hang_ups)
+    lines = carriers(settings)
     farewell = settings.phone_farewell
     twilio = PhoneWebhookEntry(
         TwilioWebhook(twilio_token, farewell=farewell),
@@ -84,7 +111,19 @@ def add_phone_routes(
         "/twilio/media",
     )
     app.router.add_post("/twilio/voice", routes.answer_handler(twilio))
-    app.router.add_get("/twilio/media", routes.media_handler([CARRIERS[0]]))
+    app.router.add_get("/twilio/media", routes.media_handler([lines[0]]))
+    public_key = settings.telnyx_public_key
+    telnyx = PhoneWebhookEntry(
+        TelnyxAnswerWebhook(
+            public_key or base64.b64encode(secrets.token_bytes(32)).decode(),
+            codec=settings.telnyx_codec,
+        ),
+        public_key is not None,
+        "TELNYX_PUBLIC_KEY",
+        answers=_an_incoming_call,
+        deliver=telnyx_control.answer if telnyx_control is not None else _no_telnyx_api,
+    )
+    app.router.add_post("/telnyx/events", routes.answer_handler(telnyx))
     plivo = _entry(
         _secret(settings.plivo_auth_token),
         "PLIVO_AUTH_TOKEN",
@@ -105,5 +144,5 @@ def add_phone_routes(
         lambda key: ExotelAnswerWebhook(key, sample_rate=settings.exotel_sample_rate),
     )
     _add_answer(app, "/exotel/answer", routes.answer_handler(exotel))
-    app.router.add_get("/phone/media", routes.media_handler(CARRIERS))
+    app.router.add_get("/phone/media", routes.media_handler(lines))
     return routes

@@ -1,10 +1,11 @@
 """One face for every carrier's simulator (``fakes/carriers``), so that one suite of phone-call
 tests runs on each carrier (``test_every_carrier_carries_a_call``).
 
-A ``Line`` knows its carrier's settings, how the carrier calls the answer webhook (signed
-rightly or wrongly), and how to run the call the answer document describes; a ``Caller`` is the
-call in progress, seen from the carrier's side: what the caller says and presses, what they
-heard, the ``clear`` messages the gateway sent.
+A ``Line`` (one per test, from ``LINES``) knows its carrier's settings, how the carrier asks the
+gateway to connect a call (an answer webhook signed rightly or wrongly; for Telnyx, a ringing
+call on its simulated Call Control API, answered by the gateway's command) and how to run the
+call's stream; a ``Caller`` is the call in progress seen from the carrier's side: what the
+caller says and presses, what they heard, the ``clear`` messages the gateway sent.
 """
 
 from __future__ import annotations
@@ -12,16 +13,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
 from harness import Gateway, pcm_silence, pcm_tone
 
-from fakes.carriers import exotel, plivo, vonage
+from fakes.carriers import exotel, plivo, telnyx, telnyx_api, vonage
+from fakes.carriers.telnyx_calls import CallScript
+
+__all__ = ["LINES", "SECRET", "Caller", "Line", "until", "utterance"]
 
 SECRET = "carrier-signing-secret-for-tests-0123456789"
+TELNYX_API_KEY = "KEY0123456789abcdef"
 
 
 class Caller(Protocol):
@@ -35,6 +40,8 @@ class Caller(Protocol):
 
     def heard_pcm(self) -> bytes: ...
 
+    def heard_line(self) -> bytes: ...  # what was heard, in the line's own encoding
+
     def clears(self) -> int: ...
 
     async def wait_clear(self, within_s: float) -> None: ...
@@ -42,32 +49,22 @@ class Caller(Protocol):
     async def wait_closed(self, within_s: float) -> int | None: ...
 
 
-@dataclass(frozen=True)
-class Webhook:
-    method: str
-    url: str
-    headers: dict[str, str]
-    body: bytes
-
-
-@dataclass(frozen=True)
-class Line:
+class Line(Protocol):
     name: str
-    answer_path: str
-    settings: Callable[[str], dict[str, Any]]  # the carrier's credential settings
-    webhook: Callable[[str, str, bool], Webhook]  # (url, call id, rightly signed)
-    call: Callable[[str, str], contextlib.AbstractAsyncContextManager[Caller]]  # (answer, id)
     line_rate: int
     passes_through: bool  # G.711 on the line: OpenAI's audio reaches the caller untouched
 
-    async def answer(
-        self, gateway: Gateway, call_id: str, *, signed: bool = True
-    ) -> tuple[int, str]:
-        hook = self.webhook(f"{gateway.url}{self.answer_path}", call_id, signed)
-        async with gateway.http.request(
-            hook.method, hook.url, headers=hook.headers, data=hook.body
-        ) as response:
-            return response.status, await response.text()
+    def settings(self, secret: str) -> dict[str, Any]: ...
+
+    async def answer(self, gateway: Gateway, *, signed: bool = True) -> tuple[int, str]:
+        """A new call asks the gateway to connect it: the status and the document answered."""
+        ...
+
+    def call(
+        self, document: str, call_id: str | None = None
+    ) -> contextlib.AbstractAsyncContextManager[Caller]:
+        """The stream the document describes, as the answered call (or as ``call_id``)."""
+        ...
 
 
 def utterance(rate: int, speech_ms: int = 400) -> bytes:
@@ -83,17 +80,18 @@ async def until(condition: Callable[[], bool], within_s: float, what: str) -> No
         await asyncio.sleep(0.02)  # polling what a simulator recorded: no event to wait on
 
 
-# -- Plivo -----------------------------------------------------------------------------------------
+async def _post(
+    gateway: Gateway, method: str, url: str, headers: Any, body: bytes
+) -> tuple[int, str]:
+    async with gateway.http.request(method, url, headers=headers, data=body) as response:
+        return response.status, await response.text()
 
 
-class _PlivoCaller:
-    rate = 8000
+class _Simulated:
+    """A caller on one of the simulators: the methods they share, under one set of names."""
 
-    def __init__(self, call: plivo.PlivoCall) -> None:
-        self._call = call
-
-    async def say(self, pcm: bytes) -> None:
-        await self._call.speak(pcm, rate=8000)
+    def __init__(self, call: Any, rate: int, clear: str) -> None:
+        self._call, self.rate, self._clear = call, rate, clear
 
     async def press(self, digit: str) -> None:
         await self._call.press(digit)
@@ -102,158 +100,186 @@ class _PlivoCaller:
         await self._call.hang_up()
 
     def heard_pcm(self) -> bytes:
-        return self._call.heard_pcm()
+        return bytes(self._call.heard_pcm())
 
     def heard_line(self) -> bytes:
-        return self._call.heard()
+        heard = self._call.heard
+        return bytes(heard() if callable(heard) else self.heard_pcm())
 
     def clears(self) -> int:
-        return len(self._call.received_events("clearAudio"))
+        return len(self._call.received_events(self._clear))
 
     async def wait_clear(self, within_s: float) -> None:
-        await self._call.wait_for("clearAudio", within_s)
+        await asyncio.wait_for(until(lambda: self.clears() > 0, within_s, "clear"), within_s)
 
     async def wait_closed(self, within_s: float) -> int | None:
-        return await self._call.wait_closed(within_s)
+        code = await self._call.wait_closed(within_s)
+        return code if code is not None else getattr(self._call, "close_code", None)
 
 
-def _plivo_webhook(url: str, call_id: str, signed: bool) -> Webhook:
-    request = plivo.answer_request(
-        url, SECRET, call_id=call_id, fault=None if signed else "wrong-token"
-    )
-    return Webhook(request.method, request.url, request.headers, request.body)
-
-
-@contextlib.asynccontextmanager
-async def _plivo_call(answer: str, call_id: str) -> AsyncIterator[Caller]:
-    async with plivo.PlivoCall.from_answer(answer, call_id=call_id) as call:
-        yield _PlivoCaller(call)
-
-
-PLIVO = Line(
-    "plivo",
-    "/plivo/answer",
-    lambda secret: {"plivo_auth_token": secret},
-    _plivo_webhook,
-    _plivo_call,
-    8000,
-    True,
-)
-
-
-# -- Vonage ----------------------------------------------------------------------------------------
-
-
-class _VonageCaller:
-    def __init__(self, call: vonage.VonageCall) -> None:
-        self._call = call
-        self.rate = call.rate
-
+class _Realtime(_Simulated):
     async def say(self, pcm: bytes) -> None:
         await self._call.speak(pcm, realtime=False)
 
-    async def press(self, digit: str) -> None:
-        await self._call.press(digit)
 
-    async def hang_up(self) -> None:
-        await self._call.hang_up()
-
-    def heard_pcm(self) -> bytes:
-        return self._call.heard_pcm()
-
-    def clears(self) -> int:
-        return len(self._call.received_events("clear"))
-
-    async def wait_clear(self, within_s: float) -> None:
-        await self._call.wait_for("clear", within_s)
-
-    async def wait_closed(self, within_s: float) -> int | None:
-        await self._call.wait_closed(within_s)
-        return self._call.close_code
-
-
-def _vonage_webhook(url: str, call_id: str, signed: bool) -> Webhook:
-    make = vonage.answer_request if signed else vonage.wrongly_signed_answer_request
-    options: dict[str, Any] = {"call_uuid": call_id, "issued_at": time.time()}
-    if signed:
-        options["secret"] = SECRET
-    request = make(url, **options)
-    return Webhook(request.method, request.url, request.headers, request.body)
-
-
-@contextlib.asynccontextmanager
-async def _vonage_call(answer: str, call_id: str) -> AsyncIterator[Caller]:
-    async with vonage.VonageCall.open_from_ncco(answer) as call:
-        yield _VonageCaller(call)
-
-
-VONAGE = Line(
-    "vonage",
-    "/vonage/answer",
-    lambda secret: {"vonage_signature_secret": secret},
-    _vonage_webhook,
-    _vonage_call,
-    16000,
-    False,
-)
-
-
-# -- Exotel ----------------------------------------------------------------------------------------
-
-
-class _ExotelCaller:
-    def __init__(self, call: exotel.ExotelCall, rate: int) -> None:
-        self._call = call
-        self.rate = rate
-
+class _Paced(_Simulated):
     async def say(self, pcm: bytes) -> None:
-        await self._call.speak(pcm, realtime=False)
-
-    async def press(self, digit: str) -> None:
-        await self._call.press(digit)
-
-    async def hang_up(self) -> None:
-        await self._call.hang_up()
-
-    def heard_pcm(self) -> bytes:
-        return self._call.heard_pcm()
-
-    def clears(self) -> int:
-        return len(self._call.received_events("clear"))
-
-    async def wait_clear(self, within_s: float) -> None:
-        await self._call.wait_for("clear", within_s)
-
-    async def wait_closed(self, within_s: float) -> int | None:
-        await self._call.wait_closed(within_s)
-        return self._call.close_code
+        await self._call.speak(pcm, rate=self.rate)
 
 
-def _exotel_webhook(url: str, call_id: str, signed: bool) -> Webhook:
-    if signed:
-        request = exotel.answer_request(url, secret=SECRET, call_sid=call_id)
-    else:
-        request = exotel.wrongly_signed_answer_request(url, call_sid=call_id)
-    return Webhook(request.method, request.url, request.headers, request.body)
+class _Answered:
+    """A line whose carrier asks an answer webhook (a document comes back) and whose stream
+    the test opens from that document."""
+
+    name = ""
+    answer_path = ""
+    line_rate = 8000
+    passes_through = False
+
+    def __init__(self) -> None:
+        self.call_id = ""
+
+    async def answer(self, gateway: Gateway, *, signed: bool = True) -> tuple[int, str]:
+        self.call_id = str(uuid.uuid4())
+        method, url, headers, body = self.request(
+            f"{gateway.url}{self.answer_path}", self.call_id, signed
+        )
+        return await _post(gateway, method, url, headers, body)
+
+    def request(self, url: str, call_id: str, signed: bool) -> tuple[str, str, Any, bytes]:
+        raise NotImplementedError
+
+
+class PlivoLine(_Answered):
+    name, answer_path, passes_through = "plivo", "/plivo/answer", True
+
+    def settings(self, secret: str) -> dict[str, Any]:
+        return {"plivo_auth_token": secret}
+
+    def request(self, url: str, call_id: str, signed: bool) -> tuple[str, str, Any, bytes]:
+        r = plivo.answer_request(
+            url, SECRET, call_id=call_id, fault=None if signed else "wrong-token"
+        )
+        return r.method, r.url, r.headers, r.body
+
+    @contextlib.asynccontextmanager
+    async def call(self, document: str, call_id: str | None = None) -> AsyncIterator[Caller]:
+        async with plivo.PlivoCall.from_answer(document, call_id=call_id or self.call_id) as call:
+            yield _Paced(call, 8000, "clearAudio")
+
+
+class VonageLine(_Answered):
+    name, answer_path, line_rate = "vonage", "/vonage/answer", 16000
+
+    def settings(self, secret: str) -> dict[str, Any]:
+        return {"vonage_signature_secret": secret}
+
+    def request(self, url: str, call_id: str, signed: bool) -> tuple[str, str, Any, bytes]:
+        if signed:
+            r = vonage.answer_request(url, secret=SECRET, call_uuid=call_id, issued_at=time.time())
+        else:
+            r = vonage.wrongly_signed_answer_request(url, call_uuid=call_id, issued_at=time.time())
+        return r.method, r.url, r.headers, r.body
+
+    @contextlib.asynccontextmanager
+    async def call(self, document: str, call_id: str | None = None) -> AsyncIterator[Caller]:
+        endpoint = orjson.loads(document)[0]["endpoint"][0]
+        headers = dict(endpoint["headers"])
+        headers["call_uuid"] = call_id or headers["call_uuid"]
+        async with vonage.VonageCall.open(
+            endpoint["uri"],
+            call_uuid=headers.pop("call_uuid"),
+            token=headers.pop("token"),
+            rate=16000,
+        ) as call:
+            yield _Realtime(call, call.rate, "clear")
+
+
+class ExotelLine(_Answered):
+    name, answer_path = "exotel", "/exotel/answer"
+
+    def settings(self, secret: str) -> dict[str, Any]:
+        return {"exotel_answer_secret": secret}
+
+    def request(self, url: str, call_id: str, signed: bool) -> tuple[str, str, Any, bytes]:
+        if signed:
+            r = exotel.answer_request(url, secret=SECRET, call_sid=call_id)
+        else:
+            r = exotel.wrongly_signed_answer_request(url, call_sid=call_id)
+        return r.method, r.url, r.headers, r.body
+
+    @contextlib.asynccontextmanager
+    async def call(self, document: str, call_id: str | None = None) -> AsyncIterator[Caller]:
+        url = orjson.loads(document)["url"]
+        async with exotel.ExotelCall.open(url, call_sid=call_id or self.call_id) as call:
+            yield _Realtime(call, 8000, "clear")
+
+
+class TelnyxLine:
+    """Telnyx sends no document: a call rings on its (simulated) Call Control API, the API
+    posts ``call.initiated`` to the gateway, the gateway answers with a command naming the
+    stream, and the API opens the stream. The "document" here is what that command said."""
+
+    name, line_rate, passes_through = "telnyx", 8000, True
+
+    def __init__(self, api: telnyx_api.FakeTelnyxApi) -> None:
+        self.api = api
+        self.call_id = ""
+        self._taken: set[str] = set()
+
+    def settings(self, secret: str) -> dict[str, Any]:
+        return {
+            "telnyx_public_key": self.api.public_key if secret else "",
+            "telnyx_api_key": TELNYX_API_KEY,
+            "telnyx_api_base": self.api.base_url,
+        }
+
+    async def answer(self, gateway: Gateway, *, signed: bool = True) -> tuple[int, str]:
+        count = 1 + sum(1 for d in self.api.deliveries if d.event_type == "call.initiated")
+        ringing = await self.api.ring(
+            webhook_url=f"{gateway.url}/telnyx/events",
+            script=CallScript(wrong_signature=not signed),
+        )
+        self.call_id = ringing.call_control_id
+        delivery = await self.api.wait_for_delivery("call.initiated", count=count)
+        if delivery.status != 200:
+            return delivery.status or 0, ""
+        await until(lambda: bool(ringing.stream_params), 5, "the answer command")
+        document = {**ringing.stream_params, "client_state": ringing.client_state}
+        return 200, orjson.dumps(document).decode()
+
+    @contextlib.asynccontextmanager
+    async def call(self, document: str, call_id: str | None = None) -> AsyncIterator[Caller]:
+        target = call_id or self.call_id
+        if target == self.call_id and target not in self._taken:
+            self._taken.add(target)  # the stream the API opened once the call was answered
+            stream = await self.api.wait_for_stream(target)
+            try:
+                yield _Paced(stream, 8000, "clear")
+            finally:
+                await stream.hang_up()
+            return
+        fields = orjson.loads(document)
+        async with telnyx.TelnyxCall.open(
+            fields["stream_url"], call_control_id=target, client_state=fields["client_state"]
+        ) as stream:
+            yield _Paced(stream, 8000, "clear")
 
 
 @contextlib.asynccontextmanager
-async def _exotel_call(answer: str, call_id: str) -> AsyncIterator[Caller]:
-    url = orjson.loads(answer)["url"]
-    async with exotel.ExotelCall.open(url, call_sid=call_id) as call:
-        yield _ExotelCaller(call, 8000)
+async def _static(line: Line) -> AsyncIterator[Line]:
+    yield line
 
 
-EXOTEL = Line(
-    "exotel",
-    "/exotel/answer",
-    lambda secret: {"exotel_answer_secret": secret},
-    _exotel_webhook,
-    _exotel_call,
-    8000,
-    False,
-)
+@contextlib.asynccontextmanager
+async def _telnyx() -> AsyncIterator[Line]:
+    async with telnyx_api.FakeTelnyxApi(api_key=TELNYX_API_KEY) as api:
+        yield TelnyxLine(api)
 
-LINES = (PLIVO, VONAGE, EXOTEL)
 
-__all__ = ["EXOTEL", "LINES", "PLIVO", "SECRET", "VONAGE", "Caller", "Line", "until", "utterance"]
+LINES: dict[str, Callable[[], contextlib.AbstractAsyncContextManager[Line]]] = {
+    "telnyx": _telnyx,
+    "plivo": lambda: _static(PlivoLine()),
+    "vonage": lambda: _static(VonageLine()),
+    "exotel": lambda: _static(ExotelLine()),
+}

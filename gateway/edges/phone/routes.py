@@ -28,7 +28,7 @@ from aiohttp import WSMsgType, web
 from gateway.admission import Admission
 from gateway.config import Settings
 from gateway.edges.phone.bridge import PhoneBridge
-from gateway.edges.phone.webhook import AnswerWebhook, WebhookRequest
+from gateway.edges.phone.webhook import Answer, AnswerWebhook, WebhookRequest
 from gateway.edges.phone.wire import Carrier, PhoneFormatError, StreamStarted
 from gateway.protocol import EndReason
 from gateway.session import Session, SessionUser
@@ -52,15 +52,26 @@ CLOSE_POLICY = 1008
 HangUp = Callable[[str], Awaitable[None]]
 
 
+def _always(_: WebhookRequest) -> bool:
+    return True
+
+
 @dataclass(frozen=True, slots=True)
 class PhoneWebhookEntry:
     """A carrier's answer webhook as wired: ``verified`` when its credential is set (its
-    signature is then checked), ``setting`` the credential's name for the refusal."""
+    signature is then checked), ``setting`` the credential's name for the refusal.
+
+    A carrier that sends every event of every call to one URL (Telnyx) says which requests
+    ask for a call to be connected (``answers``; the others are acknowledged), and one that
+    reads no document from the webhook's answer takes it as a command instead (``deliver``:
+    the call's id and the answer, sent through the carrier's API)."""
 
     webhook: AnswerWebhook
     verified: bool
     setting: str
     media_path: str = "/phone/media"
+    answers: Callable[[WebhookRequest], bool] = _always
+    deliver: Callable[[str, Answer], Awaitable[None]] | None = None
 
 
 def public_url(
@@ -128,11 +139,16 @@ class PhoneRoutes:
                 status=403, text=f"set {entry.setting} to accept {webhook.name} webhooks"
             )
         try:
+            if not entry.answers(hook):
+                return web.json_response({})  # an event about a call, not a call to connect
             call_id = webhook.call_id(hook)
         except PhoneFormatError as exc:
             return web.Response(status=400, text=str(exc))
         stream_url = public_url(self.settings, request, entry.media_path, websocket=True)
         answer = webhook.answer(stream_url, self.admission.stream_token(call_id), call_id)
+        if entry.deliver is not None:
+            await entry.deliver(call_id, answer)
+            return web.json_response({})
         return web.Response(
             text=answer.body, content_type=answer.content_type, status=answer.status
         )
