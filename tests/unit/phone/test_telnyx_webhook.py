@@ -34,7 +34,7 @@ from gateway.edges.telnyx.webhook import (
     signature_refusal,
 )
 
-URL = "https://gw.example/telnyx/answer"
+URL = "https://gw.example/telnyx/events"
 NOW = 1_760_000_000.0
 CALL_ID = "v3:MdI91X4lWFEs7IgbBEOT9M4AigoY08M0WWZFISt1Yw2axZ_IiE4pqg"
 STREAM_URL = "wss://gw.example/phone/media"
