@@ -23,7 +23,7 @@ from harness import Gateway, pcm_silence, pcm_tone
 from fakes.carriers import exotel, plivo, telnyx, telnyx_api, vonage
 from fakes.carriers.telnyx_calls import CallScript
 
-__all__ = ["LINES", "SECRET", "Caller", "Line", "until", "utterance"]
+__all__ = ["LINES", "SECRET", "TELNYX_API_KEY", "Caller", "Line", "until", "utterance"]
 
 SECRET = "carrier-signing-secret-for-tests-0123456789"
 TELNYX_API_KEY = "KEY0123456789abcdef"
