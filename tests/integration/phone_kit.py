@@ -14,13 +14,15 @@ import asyncio
 import contextlib
 import time
 import uuid
+import xml.etree.ElementTree as ET
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
+from urllib.parse import urlencode
 
 import orjson
 from harness import Gateway, pcm_silence, pcm_tone
 
-from fakes.carriers import exotel, plivo, telnyx, telnyx_api, vonage
+from fakes.carriers import exotel, plivo, telnyx, telnyx_api, twilio, twilio_api, vonage
 from fakes.carriers.telnyx_calls import CallScript
 
 __all__ = ["LINES", "SECRET", "TELNYX_API_KEY", "Caller", "Line", "until", "utterance"]
@@ -35,6 +37,8 @@ class Caller(Protocol):
     async def say(self, pcm: bytes) -> None: ...
 
     async def press(self, digit: str) -> None: ...
+
+    async def send_raw(self, message: str | bytes) -> None: ...  # anything, malformed or not
 
     async def hang_up(self) -> None: ...
 
@@ -96,6 +100,9 @@ class _Simulated:
     async def press(self, digit: str) -> None:
         await self._call.press(digit)
 
+    async def send_raw(self, message: str | bytes) -> None:
+        await self._call.send_raw(message)
+
     async def hang_up(self) -> None:
         await self._call.hang_up()
 
@@ -140,7 +147,7 @@ class _Answered:
         self.call_id = ""
 
     async def answer(self, gateway: Gateway, *, signed: bool = True) -> tuple[int, str]:
-        self.call_id = str(uuid.uuid4())
+        self.call_id = "CA" + uuid.uuid4().hex
         method, url, headers, body = self.request(
             f"{gateway.url}{self.answer_path}", self.call_id, signed
         )
@@ -215,6 +222,45 @@ class ExotelLine(_Answered):
             yield _Realtime(call, 8000, "clear")
 
 
+class TwilioLine(_Answered):
+    """Twilio's TwiML points at ``/twilio/media``; ``via_phone_media`` runs the same stream on
+    ``/phone/media`` instead, where the carrier is told from its messages."""
+
+    name, answer_path, passes_through = "twilio", "/twilio/voice", True
+
+    def __init__(self, *, via_phone_media: bool = False) -> None:
+        super().__init__()
+        self._via_phone_media = via_phone_media
+
+    def settings(self, secret: str) -> dict[str, Any]:
+        return {"twilio_auth_token": secret}
+
+    def request(self, url: str, call_id: str, signed: bool) -> tuple[str, str, Any, bytes]:
+        form = {"CallSid": call_id, "From": "+15550001111", "To": "+15552223333"}
+        key = SECRET if signed else SECRET + "x"
+        return (
+            "POST",
+            url,
+            twilio_api.webhook_headers(url, form, auth_token=key),
+            urlencode(form).encode(),
+        )
+
+    @contextlib.asynccontextmanager
+    async def call(self, document: str, call_id: str | None = None) -> AsyncIterator[Caller]:
+        stream = ET.fromstring(document).find("./Connect/Stream")
+        assert stream is not None, document
+        url = str(stream.get("url"))
+        if self._via_phone_media:
+            url = url.replace("/twilio/media", "/phone/media")
+        token = next(
+            str(p.get("value")) for p in stream.iter("Parameter") if p.get("name") == "token"
+        )
+        async with twilio.TwilioStream.open(
+            url, call_sid=call_id or self.call_id, token=token
+        ) as call:
+            yield _Paced(call, 8000, "clear")
+
+
 class TelnyxLine:
     """Telnyx sends no document: a call rings on its (simulated) Call Control API, the API
     posts ``call.initiated`` to the gateway, the gateway answers with a command naming the
@@ -278,6 +324,8 @@ async def _telnyx() -> AsyncIterator[Line]:
 
 
 LINES: dict[str, Callable[[], contextlib.AbstractAsyncContextManager[Line]]] = {
+    "twilio": lambda: _static(TwilioLine()),
+    "twilio-on-phone-media": lambda: _static(TwilioLine(via_phone_media=True)),
     "telnyx": _telnyx,
     "plivo": lambda: _static(PlivoLine()),
     "vonage": lambda: _static(VonageLine()),

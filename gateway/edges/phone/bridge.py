@@ -42,6 +42,7 @@ from gateway.edges.phone.wire import (
     Outgoing,
     Played,
     Speaker,
+    Unknown,
 )
 from gateway.protocol import (
     ConfirmationRequested,
@@ -222,6 +223,8 @@ class PhoneBridge:
             case Hangup():
                 await session.on_client_event(SessionEnd(reason="the carrier ended the call"))
                 return False
+            case Unknown(event=name):
+                self._log.info("phone_event_unknown", name=name[:64])
             case _:
                 pass
         return True
