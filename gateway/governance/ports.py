@@ -1,5 +1,6 @@
 """What the gateway keeps to govern sessions: keys, teams and users' limits (``KeyStore``) and
-the budget counters and concurrency slots (``BudgetCounters``).
+the budget counters and concurrency slots (``BudgetCounters``), and the calls it placed
+(``CallBook``).
 
 Two backends keep both: ``SqliteGovernance`` on one node without Redis (keys and counters in
 ``GATEWAY_DATA_DIR/governance.sqlite3``, surviving a restart; concurrency slots in memory, as the
@@ -12,12 +13,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from gateway.calls.records import CallRecord
 from gateway.keys.records import ApiKey, Team, UserLimits
 
-__all__ = ["BudgetCounters", "Governance", "KeyStore"]
+__all__ = ["BudgetCounters", "CallBook", "Governance", "KeyStore"]
 
 # Counters are kept this long after their window (the usage report reads them).
 COUNTERS_KEPT_S = 400 * 86400
+# A placed call's record is kept this long (GET /v1/calls/{id}; the audit log keeps the rest).
+CALLS_KEPT_S = 90 * 86400
 
 
 class KeyStore(Protocol):
@@ -84,5 +88,15 @@ class BudgetCounters(Protocol):
     async def release_slots(self, session_id: str, scopes: Sequence[str]) -> None: ...
 
 
-class Governance(KeyStore, BudgetCounters, Protocol):
+class CallBook(Protocol):
+    """The calls the gateway placed (``POST /v1/calls``), by our id and by the carrier's."""
+
+    async def put_call(self, record: CallRecord) -> None: ...
+
+    async def call(self, call_id: str) -> CallRecord | None: ...
+
+    async def call_by_carrier(self, carrier: str, carrier_call_id: str) -> CallRecord | None: ...
+
+
+class Governance(KeyStore, BudgetCounters, CallBook, Protocol):
     async def close(self) -> None: ...

@@ -11,6 +11,8 @@ connections, same prefix, same timeouts: ``RedisStore.guarded``).
     {p}:b:{counter}      a budget counter (``key:k_1:spend:d2026-11-29``; float; 400 days)
     {p}:bi:{day}         set of the scopes charged that day (the usage report's index)
     {p}:bs:{scope}       hash session → node: the scope's open sessions
+    {p}:call:{id}        JSON record of a placed call (90 days)
+    {p}:callby:{carrier}:{carrier's id}   its id, by the carrier's id of the call (90 days)
 
 A charge is one script: every counter added and the limited ones read back in one atomic step,
 so two nodes charging at once both see the sum of both.
@@ -24,7 +26,8 @@ from typing import Any
 import orjson
 
 from gateway.budgets.limits import parse_limits
-from gateway.governance.ports import COUNTERS_KEPT_S
+from gateway.calls.records import CallRecord
+from gateway.governance.ports import CALLS_KEPT_S, COUNTERS_KEPT_S
 from gateway.keys.records import ApiKey, Team, UserLimits
 from gateway.store.redis import RedisStore
 
@@ -240,6 +243,30 @@ class RedisGovernance:
 
         if scopes:
             await self._store.guarded("budget_release", write)
+
+    # -- placed calls ----------------------------------------------------------------------------
+
+    async def put_call(self, record: CallRecord) -> None:
+        def write() -> Any:
+            pipe = self._r.pipeline(transaction=True)
+            pipe.set(
+                self._k("call", record.call_id), orjson.dumps(record.to_record()), ex=CALLS_KEPT_S
+            )
+            if record.carrier_call_id:
+                by = self._k("callby", record.carrier, record.carrier_call_id)
+                pipe.set(by, record.call_id, ex=CALLS_KEPT_S)
+            return pipe.execute()
+
+        await self._store.guarded("put_call", write)
+
+    async def call(self, call_id: str) -> CallRecord | None:
+        raw = await self._json("call", self._k("call", call_id))
+        return None if raw is None else CallRecord.from_record(raw)
+
+    async def call_by_carrier(self, carrier: str, carrier_call_id: str) -> CallRecord | None:
+        by = self._k("callby", carrier, carrier_call_id)
+        call_id = await self._store.guarded("call_by_carrier", lambda: self._r.get(by))
+        return None if call_id is None else await self.call(_str(call_id))
 
     async def close(self) -> None:
         if self._owns_store:

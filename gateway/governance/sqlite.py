@@ -1,4 +1,4 @@
-"""Keys and budget counters on one node, without Redis: a SQLite file under
+"""Keys, budget counters and placed calls on one node, without Redis: a SQLite file under
 ``GATEWAY_DATA_DIR`` (stdlib ``sqlite3``, WAL).
 
 Each operation is one short transaction on the event loop's thread (a key lookup at a
@@ -16,6 +16,8 @@ from pathlib import Path
 import orjson
 
 from gateway.budgets.limits import parse_limits
+from gateway.calls.records import CallRecord
+from gateway.governance.ports import CALLS_KEPT_S
 from gateway.keys.records import ApiKey, Team, UserLimits
 
 __all__ = ["FILE_NAME", "SqliteGovernance"]
@@ -32,6 +34,9 @@ CREATE TABLE IF NOT EXISTS user_limits (user_id TEXT PRIMARY KEY, limits BLOB NO
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, total REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS charged (day TEXT NOT NULL, scope TEXT NOT NULL,
     PRIMARY KEY (day, scope));
+CREATE TABLE IF NOT EXISTS calls (call_id TEXT PRIMARY KEY, carrier TEXT NOT NULL,
+    carrier_call_id TEXT, created_at REAL NOT NULL, record BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS calls_by_carrier ON calls (carrier, carrier_call_id);
 """
 
 
@@ -108,6 +113,37 @@ class SqliteGovernance:
     async def users_with_limits(self) -> list[UserLimits]:
         rows = self._db.execute("SELECT user_id, limits FROM user_limits ORDER BY user_id")
         return [UserLimits(row[0], parse_limits(orjson.loads(bytes(row[1])))) for row in rows]
+
+    # -- placed calls ----------------------------------------------------------------------------
+
+    async def put_call(self, record: CallRecord) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO calls (call_id, carrier, carrier_call_id, created_at, record) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (
+                record.call_id,
+                record.carrier,
+                record.carrier_call_id,
+                record.created_at,
+                orjson.dumps(record.to_record()),
+            ),
+        )
+        # Records past their keeping time go as new ones come (a call's, not a sweeper's, cost).
+        self._db.execute(
+            "DELETE FROM calls WHERE created_at < ?", (record.created_at - CALLS_KEPT_S,)
+        )
+
+    async def call(self, call_id: str) -> CallRecord | None:
+        raw = self._one("SELECT record FROM calls WHERE call_id = ?", call_id)
+        return None if raw is None else CallRecord.from_record(orjson.loads(raw))
+
+    async def call_by_carrier(self, carrier: str, carrier_call_id: str) -> CallRecord | None:
+        raw = self._one(
+            "SELECT record FROM calls WHERE carrier = ? AND carrier_call_id = ?",
+            carrier,
+            carrier_call_id,
+        )
+        return None if raw is None else CallRecord.from_record(orjson.loads(raw))
 
     # -- counters --------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ import pytest
 from redis_kit import RedisServer, unique_prefix
 
 from gateway.budgets import Limits
+from gateway.calls.records import CallRecord
 from gateway.clock import SystemClock
 from gateway.governance import Governance, SqliteGovernance
 from gateway.governance.redis import RedisGovernance
@@ -161,3 +162,30 @@ async def test_sqlite_keeps_keys_and_counters_across_a_restart(tmp_path: Path) -
     assert await again.key_by_hash(secret_hash("gk_secret")) == a_key()
     assert await again.read(["user:alice:tokens:" + DAY]) == {"user:alice:tokens:" + DAY: 7.0}
     await again.close()
+
+
+async def test_a_placed_calls_record_is_found_by_its_id_and_by_the_carriers(
+    pair: tuple[Governance, Governance],
+) -> None:
+    first, second = pair
+    queued = CallRecord(
+        call_id="call_1", carrier="twilio", to="+14155550100", from_="+14155550199",
+        owner="alice", created_at=1_800_000_000.0, key_id="k_1", tools=("get_weather",),
+    )  # fmt: skip
+    await first.put_call(queued)
+    assert await second.call("call_1") == queued
+    assert await second.call_by_carrier("twilio", "CA1") is None
+    ringing = queued.placed("CA1")
+    await first.put_call(ringing)
+    assert await second.call_by_carrier("twilio", "CA1") == ringing
+    assert await second.call_by_carrier("telnyx", "CA1") is None
+    done = ringing.answered(1_800_000_010.0, "human").ended("completed", 1_800_000_040.0)
+    await second.put_call(done.with_usage({"input_tokens": 12.0}))
+    found = await first.call("call_1")
+    assert found is not None
+    assert (found.status, found.duration_s, found.usage) == (
+        "completed",
+        30.0,
+        {"input_tokens": 12.0},
+    )
+    assert await first.call("call_2") is None
