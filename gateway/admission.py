@@ -29,6 +29,7 @@ from aiohttp import web
 
 from gateway.budgets import Plan
 from gateway.budgets.guard import exhausted_now
+from gateway.calls.records import CallRecord
 from gateway.clock import Clock
 from gateway.config import Settings
 from gateway.governance import BudgetCounters
@@ -253,6 +254,31 @@ class Admission:
         if not fresh:
             return "this stream token was used already"
         return user
+
+    async def placed_call_user(self, record: CallRecord) -> SessionUser | str:
+        """Who a call the gateway placed runs as, now that it is answered: the key or user that
+        placed it, with their budgets as of now; or why it may no longer run (the key was
+        revoked meanwhile)."""
+        try:
+            if record.key_id is not None and self.keys is not None:
+                key = await self.keys.active(record.key_id)
+                user = SessionUser(
+                    user_id=key.owner,
+                    roles=key.roles,
+                    tenant=key.team,
+                    key_id=key.key_id,
+                    models=key.models,
+                    tools=key.tools,
+                )
+                if self._counters is None:
+                    return user
+                return replace(user, plan=await self.keys.plan(key.owner, key.team, key))
+            user = SessionUser(user_id=record.owner, roles=record.roles, tenant=record.tenant)
+            return replace(user, plan=await self._plan(user))
+        except KeyRefused as refused:
+            return str(refused)
+        except StoreUnavailable:
+            return "the gateway's store cannot be reached to check who placed the call"
 
     def stream_token(self, call_id: str) -> str:
         """The token a carrier's answer document hands it for this call ("" with auth off)."""

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 __all__ = ["CarrierSettings"]
 
@@ -70,6 +70,22 @@ class CarrierSettings(BaseSettings):
     )
     telnyx_api_base: str = "https://api.telnyx.com"
     telnyx_codec: Literal["PCMU", "PCMA"] = "PCMU"
+    # The Call Control App that places outbound calls (its id is the dial's connection_id).
+    telnyx_connection_id: str | None = Field(
+        default=None, validation_alias=_named("TELNYX_CONNECTION_ID")
+    )
+
+    # Calls the gateway places (POST /v1/calls): the roles that may place them (admin may too),
+    # and the number they come from when a request names none.
+    calls_roles: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["calls"])
+    calls_from: str | None = None
+
+    @field_validator("calls_roles", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [r.strip() for r in value.split(",") if r.strip()]
+        return value
 
     @field_validator("telnyx_public_key")
     @classmethod

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import base64
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 import structlog
 from aiohttp import web
 from pydantic import SecretStr
 
 from gateway.admission import Admission
+from gateway.calls.center import CallCenter, CallSettings, Dialer
+from gateway.calls.routes import CallRoutes
+from gateway.clock import Clock, SystemClock
 from gateway.config import Settings
 from gateway.edges.exotel.webhook import ExotelAnswerWebhook
 from gateway.edges.exotel.wire import ExotelCarrier
@@ -28,12 +31,15 @@ from gateway.edges.phone.wire import Carrier
 from gateway.edges.plivo.webhook import PlivoAnswerWebhook
 from gateway.edges.plivo.wire import PlivoCarrier
 from gateway.edges.telnyx.control import TelnyxControl
+from gateway.edges.telnyx.outbound import TelnyxCallRoutes, TelnyxDialer
 from gateway.edges.telnyx.webhook import CallInitiated, TelnyxAnswerWebhook, parse_event
 from gateway.edges.telnyx.wire import TelnyxCarrier
+from gateway.edges.twilio.outbound import TwilioCallRoutes, TwilioDialer
 from gateway.edges.twilio.webhook import TwilioHangUp, TwilioWebhook
 from gateway.edges.twilio.wire import TwilioCarrier
 from gateway.edges.vonage.webhook import VonageAnswerWebhook
 from gateway.edges.vonage.wire import VonageCarrier
+from gateway.governance.ports import CallBook
 from gateway.session.manager import SessionManager
 
 __all__ = ["add_phone_routes", "carriers"]
@@ -87,12 +93,25 @@ def _add_answer(
 
 
 def add_phone_routes(
-    app: web.Application, settings: Settings, admission: Admission, manager: SessionManager
+    app: web.Application,
+    settings: Settings,
+    admission: Admission,
+    manager: SessionManager,
+    *,
+    book: CallBook | None = None,
+    tool_ids: Iterable[str] = (),
+    clock: Clock | None = None,
 ) -> PhoneRoutes:
+    """Every carrier's routes; with ``book`` (where placed calls are kept), ``/v1/calls`` and the
+    placed calls' webhooks for each carrier whose REST credentials are set."""
     twilio_token = _secret(settings.twilio_auth_token)
     hang_ups: dict[str, HangUp] = {}
+    dialers: dict[str, Dialer] = {}
     if settings.twilio_account_sid and twilio_token is not None:
         hang_ups["twilio"] = TwilioHangUp(
+            settings.twilio_account_sid, twilio_token, settings.twilio_api_base
+        )
+        dialers["twilio"] = TwilioDialer(
             settings.twilio_account_sid, twilio_token, settings.twilio_api_base
         )
     telnyx_key = _secret(settings.telnyx_api_key)
@@ -101,11 +120,24 @@ def add_phone_routes(
     )
     if telnyx_control is not None:
         hang_ups["telnyx"] = telnyx_control.hang_up
-    routes = PhoneRoutes(settings, admission, manager, hang_ups)
+        if settings.telnyx_connection_id and settings.telnyx_public_key:
+            dialers["telnyx"] = TelnyxDialer(telnyx_control, settings.telnyx_connection_id)
+    center = (
+        None
+        if book is None
+        else CallCenter(
+            book,
+            dialers,
+            clock or SystemClock(),
+            CallSettings(default_from=settings.calls_from),
+        )
+    )
+    routes = PhoneRoutes(settings, admission, manager, hang_ups, center)
     lines = carriers(settings)
     farewell = settings.phone_farewell
+    twilio_hook = TwilioWebhook(twilio_token, farewell=farewell)
     twilio = PhoneWebhookEntry(
-        TwilioWebhook(twilio_token, farewell=farewell),
+        twilio_hook,
         twilio_token is not None,
         "TWILIO_AUTH_TOKEN",
         "/twilio/media",
@@ -113,11 +145,12 @@ def add_phone_routes(
     app.router.add_post("/twilio/voice", routes.answer_handler(twilio))
     app.router.add_get("/twilio/media", routes.media_handler([lines[0]]))
     public_key = settings.telnyx_public_key
+    telnyx_hook = TelnyxAnswerWebhook(
+        public_key or base64.b64encode(secrets.token_bytes(32)).decode(),
+        codec=settings.telnyx_codec,
+    )
     telnyx = PhoneWebhookEntry(
-        TelnyxAnswerWebhook(
-            public_key or base64.b64encode(secrets.token_bytes(32)).decode(),
-            codec=settings.telnyx_codec,
-        ),
+        telnyx_hook,
         public_key is not None,
         "TELNYX_PUBLIC_KEY",
         answers=_an_incoming_call,
@@ -145,4 +178,17 @@ def add_phone_routes(
     )
     _add_answer(app, "/exotel/answer", routes.answer_handler(exotel))
     app.router.add_get("/phone/media", routes.media_handler(lines))
+    if center is not None:
+        CallRoutes(settings, admission, center, frozenset(tool_ids)).add_to(app)
+        if "twilio" in dialers:
+            TwilioCallRoutes(settings, center, twilio_hook, admission.stream_token).add_to(app)
+        if "telnyx" in dialers and telnyx_control is not None:
+            TelnyxCallRoutes(
+                settings,
+                center,
+                telnyx_hook,
+                telnyx_control,
+                admission.stream_token,
+                settings.telnyx_codec,
+            ).add_to(app)
     return routes

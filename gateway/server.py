@@ -92,7 +92,14 @@ class GatewayServer:
         app.router.add_static("/static/", STATIC_DIR, append_version=False)
         compat = RealtimeCompatRoutes(self.settings, self.admission, self.manager)
         app.router.add_get("/v1/realtime", compat.realtime)
-        add_phone_routes(app, self.settings, self.admission, self.manager)
+        add_phone_routes(
+            app,
+            self.settings,
+            self.admission,
+            self.manager,
+            book=self.governance,
+            tool_ids=self.registry.tool_ids(),
+        )
         if self.admin is not None:
             self.admin.add_to(app)
         app.on_startup.append(self._start_node)

@@ -463,7 +463,7 @@ def answer_request(
     if secret is not None and via == "query":
         query["secret"] = secret
     elif secret is not None:
-        headers["authorization"] = aiohttp.BasicAuth("exotel", secret).encode()
+        headers["authorization"] = aiohttp.encode_basic_auth("exotel", secret)
     return AnswerRequest(
         "GET", f"{url}{'&' if '?' in url else '?'}{urlencode(query)}", headers, b""
     )

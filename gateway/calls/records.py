@@ -168,6 +168,7 @@ class CallRecord:
     greeting: str | None = None
     tools: tuple[str, ...] | None = None
     machine: MachineBehaviour = "hangup"
+    timeout_s: int = 30
     metadata: Mapping[str, str] = field(default_factory=dict)
     status: CallStatus = "queued"
     carrier_call_id: str | None = None

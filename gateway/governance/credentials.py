@@ -39,6 +39,17 @@ class KeyAuthority:
         if key is None:
             _log.warning("key_refused", reason="unknown")
             raise KeyRefused("invalid key")
+        return self._usable(key)
+
+    async def active(self, key_id: str) -> ApiKey:
+        """Key ``key_id``'s record while it may be used (a call it placed is being answered);
+        raises ``KeyRefused`` once it is revoked, expired or gone."""
+        key = await self._keys.key(key_id)
+        if key is None:
+            raise KeyRefused("the key is gone")
+        return self._usable(key)
+
+    def _usable(self, key: ApiKey) -> ApiKey:
         status = key.status(self._clock.now().timestamp())
         if status != "active":
             _log.warning("key_refused", reason=status, key_id=key.key_id)

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import structlog
 
@@ -144,15 +145,23 @@ class PhoneBridge:
         self._timeline_sent_ms = 0
         self._closed = False
         self.end_reason: str | None = None
+        self.end_usage: Mapping[str, Any] | None = None  # the session's, once it ended
         self.ignored_frames = 0  # malformed audio (half a sample) dropped
 
     # Lifecycle -------------------------------------------------------------------------------
 
     async def open(
-        self, start_session: StartSession, provider: str | None, model: str | None = None
+        self,
+        start_session: StartSession,
+        provider: str | None,
+        model: str | None = None,
+        *,
+        instructions: str | None = None,
+        tools: tuple[str, ...] | None = None,
     ) -> Session:
         """Start the writer and the pacer, then the voice session in the line's format on
-        ``provider`` or the model alias ``model`` (None: the gateway's default)."""
+        ``provider`` or the model alias ``model`` (None: the gateway's default), with a call's
+        own ``instructions`` and ``tools`` when it has them (a call the gateway placed)."""
         self._writer = asyncio.create_task(self.outbound.run())
         self._pacer = asyncio.create_task(self._pace())
         line = self._line
@@ -160,6 +169,8 @@ class PhoneBridge:
             mode=Mode.VOICE,
             provider=provider,
             model=model,
+            instructions=instructions,
+            tools=tools,
             audio=AudioFormat(
                 input_rate=self._input_rate if line.encoding == "pcm16" else line.rate,
                 output_rate=line.rate,
@@ -290,8 +301,9 @@ class PhoneBridge:
             case ConfirmationResolved(confirmation_id=confirmation_id):
                 if confirmation_id in self._confirmations:
                     self._confirmations.remove(confirmation_id)
-            case SessionEnded(reason=reason):
+            case SessionEnded(reason=reason, usage=usage):
                 self.end_reason = reason.value
+                self.end_usage = usage
                 self._ended.set()
             case ErrorEvent(code=code):
                 level = "warning" if code != ErrorCode.RATE_LIMITED else "info"

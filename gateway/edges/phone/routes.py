@@ -26,6 +26,8 @@ import structlog
 from aiohttp import WSMsgType, web
 
 from gateway.admission import Admission
+from gateway.calls.center import CallCenter
+from gateway.calls.records import CallRecord
 from gateway.config import Settings
 from gateway.edges.phone.bridge import PhoneBridge
 from gateway.edges.phone.webhook import Answer, AnswerWebhook, WebhookRequest
@@ -36,7 +38,15 @@ from gateway.session.client_output import ClientOutput
 from gateway.session.manager import SessionManager
 from gateway.session.refusals import StartRefused
 
-__all__ = ["MAX_PHONE_MESSAGE", "PLAY_OUT_S", "PhoneRoutes", "PhoneWebhookEntry", "public_url"]
+__all__ = [
+    "MAX_PHONE_MESSAGE",
+    "PLAY_OUT_S",
+    "PhoneRoutes",
+    "PhoneWebhookEntry",
+    "placed_greeting",
+    "public_url",
+    "webhook_request",
+]
 
 _log = structlog.get_logger("phone")
 
@@ -50,6 +60,11 @@ PLAY_OUT_S = {EndReason.INTENT.value: 30.0, EndReason.SHUTDOWN.value: 5.0}
 CLOSE_POLICY = 1008
 
 HangUp = Callable[[str], Awaitable[None]]
+# What the assistant is told first when a placed call reaches a machine and is to leave a message.
+VOICEMAIL = (
+    "You have reached a voicemail box, not a person. After the beep, leave this as a short "
+    "message, then end the call: "
+)
 
 
 def _always(_: WebhookRequest) -> bool:
@@ -72,6 +87,17 @@ class PhoneWebhookEntry:
     media_path: str = "/phone/media"
     answers: Callable[[WebhookRequest], bool] = _always
     deliver: Callable[[str, Answer], Awaitable[None]] | None = None
+
+
+async def webhook_request(settings: Settings, request: web.Request) -> WebhookRequest:
+    """A carrier's webhook request as the pure adapters read it."""
+    return WebhookRequest(
+        method=request.method,
+        url=public_url(settings, request),
+        headers={name.lower(): value for name, value in request.headers.items()},
+        body=await request.read(),
+        now=time.time(),
+    )
 
 
 def public_url(
@@ -98,11 +124,13 @@ class PhoneRoutes:
         admission: Admission,
         manager: SessionManager,
         hang_ups: Mapping[str, HangUp] | None = None,
+        calls: CallCenter | None = None,
     ) -> None:
         self.settings = settings
         self.admission = admission
         self.manager = manager
         self._hang_ups = dict(hang_ups or {})
+        self._calls = calls
 
     # POST /{carrier}/answer ------------------------------------------------------------------
 
@@ -119,13 +147,7 @@ class PhoneRoutes:
         if self.admission.draining:
             # The carrier then tries the number's fallback instead of a stream we would refuse.
             return web.Response(status=503, text="the gateway is draining")
-        hook = WebhookRequest(
-            method=request.method,
-            url=public_url(self.settings, request),
-            headers={name.lower(): value for name, value in request.headers.items()},
-            body=await request.read(),
-            now=time.time(),
-        )
+        hook = await webhook_request(self.settings, request)
         if entry.verified:
             refusal = webhook.refusal(hook)
             if refusal is not None:
@@ -177,13 +199,19 @@ class PhoneRoutes:
             return ws
         carrier, started = found
         user = await self.admission.stream_user(started.token, started.call_id, carrier.name)
+        placed: CallRecord | None = None
+        if not isinstance(user, str) and self._calls is not None:
+            # A call the gateway placed runs as whoever placed it, as they asked.
+            placed = await self._calls.plan(carrier.name, started.call_id)
+            if placed is not None:
+                user = await self.admission.placed_call_user(placed)
         if isinstance(user, str):
             _log.warning(
                 "phone_stream_refused", carrier=carrier.name, reason=user, call_id=started.call_id
             )
             await ws.close(code=CLOSE_POLICY, message=b"unauthorized")
             return ws
-        await self._serve(ws, carrier, started, user)
+        await self._serve(ws, carrier, started, user, placed)
         return ws
 
     async def _identify(
@@ -221,8 +249,12 @@ class PhoneRoutes:
         carrier: Carrier,
         started: StreamStarted,
         user: SessionUser,
+        placed: CallRecord | None = None,
     ) -> None:
         settings = self.settings
+        greeting = settings.phone_greeting
+        if placed is not None:
+            greeting = placed_greeting(placed, greeting)
 
         async def send(message: str | bytes) -> None:
             if isinstance(message, bytes):
@@ -234,7 +266,7 @@ class PhoneRoutes:
             send,
             carrier.speaker(started),
             inbound=started.line,
-            greeting=settings.phone_greeting or None,
+            greeting=greeting or None,
             max_audio_frames=settings.outbound_audio_frames,
             carrier=carrier.name,
         )
@@ -247,9 +279,20 @@ class PhoneRoutes:
 
         log = _log.bind(carrier=carrier.name, call_id=started.call_id)
         try:
-            session = await bridge.open(
-                start_session, settings.phone_provider, settings.phone_model
-            )
+            if placed is None:
+                session = await bridge.open(
+                    start_session, settings.phone_provider, settings.phone_model
+                )
+            else:
+                session = await bridge.open(
+                    start_session,
+                    placed.provider,
+                    placed.model or (None if placed.provider else settings.phone_model),
+                    instructions=placed.instructions,
+                    tools=placed.tools,
+                )
+                if self._calls is not None:
+                    await self._calls.started(placed, session.session_id)
             log.info("phone_call_started", session_id=session.session_id)
             reader = asyncio.create_task(self._read(ws, carrier, bridge))
             ended = asyncio.create_task(bridge.ended.wait())
@@ -277,6 +320,8 @@ class PhoneRoutes:
                     await begun.end(EndReason.CLIENT, "the call's media stream closed")
                 await manager.forget(begun)
             await bridge.close()
+            if placed is not None and self._calls is not None:
+                await self._calls.finished(placed, bridge.end_usage)
             hang_up = self._hang_ups.get(carrier.name)
             if by_intent and hang_up is not None:  # before the stream closes: the call ends
                 await hang_up(started.call_id)
@@ -301,6 +346,15 @@ class PhoneRoutes:
             except Exception:  # one bad event must not hang up the call
                 _log.exception("phone_event_failed", carrier=carrier.name, kind=event.type)
         _log.info("phone_stream_closed", carrier=carrier.name, code=ws.close_code)
+
+
+def placed_greeting(record: CallRecord, default: str) -> str:
+    """The first message of a call the gateway placed: its own greeting (else the phone's),
+    framed as a message to leave when a machine answered (``machine: "message"``)."""
+    greeting = record.greeting or default
+    if record.answered_by == "machine" and record.machine == "message":
+        return VOICEMAIL + (greeting or "say who called and why, briefly.")
+    return greeting
 
 
 async def _receive(ws: web.WebSocketResponse, deadline: float) -> str | bytes | None:
