@@ -49,6 +49,7 @@ from typing import Any, TypeGuard
 
 import orjson
 
+from gateway.edges.phone.fields import DTMF_DIGITS, dumps, object_field, start_object, text_field
 from gateway.edges.phone.wire import (
     Audio,
     CarrierEvent,
@@ -74,7 +75,7 @@ MIN_CHUNK_BYTES = 3200  # Exotel's smallest recommended media chunk
 # guess from the beta guide's MediaFormat values (its L16 name is accepted too).
 _PCM16_NAMES = frozenset({"audio/x-raw", "raw", "linear16", "audio/l16", "l16", "slin", "pcm"})
 _ULAW_NAMES = frozenset({"audio/x-mulaw", "mulaw", "ulaw", "pcmu", "audio/pcmu"})
-_DIGITS = frozenset("0123456789*#ABCD")
+_DIGITS = DTMF_DIGITS
 _MAX_RATE_DIGITS = 6
 
 
@@ -89,17 +90,10 @@ class ExotelCarrier:
         """Exotel's ``start``: snake_case ``stream_sid`` (top level or in ``start``) and
         ``start.call_sid``. Twilio's says ``streamSid``/``callSid``, Telnyx's ``stream_id`` and
         ``start.call_control_id``, Plivo's ``streamId``/``callId``: none has both of these."""
-        if not isinstance(message, str):
-            return False  # Exotel sends text frames only
-        try:
-            parsed = orjson.loads(message)
-        except orjson.JSONDecodeError:
+        found = start_object(message)
+        if found is None:
             return False
-        if not isinstance(parsed, dict) or parsed.get("event") != "start":
-            return False
-        body = parsed.get("start")
-        if not isinstance(body, dict):
-            return False
+        parsed, body = found
         stream_sid = body.get("stream_sid", parsed.get("stream_sid"))
         return _nonempty(stream_sid) and _nonempty(body.get("call_sid"))
 
@@ -112,7 +106,7 @@ class ExotelCarrier:
             raise PhoneFormatError("frame is not JSON") from None
         if not isinstance(parsed, dict):
             raise PhoneFormatError(f"frame is a JSON {type(parsed).__name__}, not an object")
-        event = _text(parsed, "event")
+        event = text_field(parsed, "event")
         match event:
             case "connected":
                 return Ignored(event)
@@ -121,9 +115,9 @@ class ExotelCarrier:
             case "media":
                 return _audio(parsed)
             case "dtmf":
-                return Digit(_digit(_object(parsed, "dtmf")))
+                return Digit(_digit(object_field(parsed, "dtmf")))
             case "mark":
-                return Played(_text(_object(parsed, "mark"), "name", "mark."))
+                return Played(text_field(object_field(parsed, "mark"), "name", "mark."))
             case "stop":
                 return Hangup(_stop_reason(parsed))
             case _:
@@ -162,22 +156,22 @@ class ExotelSpeaker:
             # whole multiples of 320 bytes): a bug of ours, not something to send.
             raise ValueError(f"{len(audio)} bytes is not a whole number of {self.line.encoding}")
         payload = base64.b64encode(audio).decode("ascii")
-        return _dumps(
+        return dumps(
             {"event": "media", "stream_sid": self.stream_sid, "media": {"payload": payload}}
         )
 
     def marker(self, name: str) -> Outgoing:
-        return _dumps({"event": "mark", "stream_sid": self.stream_sid, "mark": {"name": name}})
+        return dumps({"event": "mark", "stream_sid": self.stream_sid, "mark": {"name": name}})
 
     def clear(self) -> Outgoing:
-        return _dumps({"event": "clear", "stream_sid": self.stream_sid})
+        return dumps({"event": "clear", "stream_sid": self.stream_sid})
 
 
 # -- inbound messages ---------------------------------------------------------------------------
 
 
 def _started(message: Mapping[str, Any]) -> StreamStarted:
-    body = _object(message, "start")
+    body = object_field(message, "start")
     stream_sid = body.get("stream_sid", message.get("stream_sid"))
     if not _nonempty(stream_sid):
         raise PhoneFormatError("start.stream_sid must be a non-empty string")
@@ -187,17 +181,17 @@ def _started(message: Mapping[str, Any]) -> StreamStarted:
     ):
         raise PhoneFormatError("start.custom_parameters must be an object of strings")
     return StreamStarted(
-        call_id=_text(body, "call_sid", "start."),
+        call_id=text_field(body, "call_sid", "start."),
         stream_id=stream_sid,
         token=parameters.get(TOKEN_PARAMETER) or None,
-        line=_line(_object(body, "media_format", "start.")),
+        line=_line(object_field(body, "media_format", "start.")),
         parameters={key: value for key, value in parameters.items() if key != TOKEN_PARAMETER},
     )
 
 
 def _line(media_format: Mapping[str, Any]) -> LineFormat:
     where = "start.media_format."
-    encoding = _text(media_format, "encoding", where).split(";", 1)[0].strip().lower()
+    encoding = text_field(media_format, "encoding", where).split(";", 1)[0].strip().lower()
     rate = _rate(media_format.get("sample_rate"))
     if encoding in _PCM16_NAMES:
         if rate not in (8000, 16000):
@@ -224,7 +218,7 @@ def _rate(value: object) -> int:
 
 
 def _audio(message: Mapping[str, Any]) -> Audio | Ignored:
-    body = _object(message, "media")
+    body = object_field(message, "media")
     payload = body.get("payload")
     if not isinstance(payload, str):
         raise PhoneFormatError("media.payload must be a base64 string")
@@ -255,23 +249,5 @@ def _stop_reason(message: Mapping[str, Any]) -> str:
     return reason if _nonempty(reason) else "stop"
 
 
-def _object(message: Mapping[str, Any], key: str, where: str = "") -> Mapping[str, Any]:
-    value = message.get(key)
-    if not isinstance(value, dict):
-        raise PhoneFormatError(f"{where}{key} must be an object")
-    return value
-
-
-def _text(message: Mapping[str, Any], key: str, where: str = "") -> str:
-    value = message.get(key)
-    if not _nonempty(value):
-        raise PhoneFormatError(f"{where}{key} must be a non-empty string")
-    return value
-
-
 def _nonempty(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and bool(value)
-
-
-def _dumps(message: Mapping[str, Any]) -> str:
-    return orjson.dumps(message).decode()

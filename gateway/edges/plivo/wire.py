@@ -62,6 +62,14 @@ from typing import Any
 
 import orjson
 
+from gateway.edges.phone.fields import (
+    DTMF_DIGITS,
+    dumps,
+    integer_field,
+    object_field,
+    start_object,
+    text_field,
+)
 from gateway.edges.phone.wire import (
     Audio,
     CarrierEvent,
@@ -96,8 +104,7 @@ _LINES = {
     ("audio/x-l16", 16000): LineFormat("pcm16", 16000),
 }
 _CONTENT_TYPES = {line: content_type for (content_type, _), line in _LINES.items()}
-_DIGITS = frozenset("0123456789*#ABCD")
-_MAX_DIGITS = 18  # int("9" * 5000) is a ValueError in Python 3.11+; no real field is that long
+_DIGITS = DTMF_DIGITS
 _ESCAPE = "Z"
 _PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYabcdefghijklmnopqrstuvwxyz0123456789")
 _HEX = frozenset("0123456789ABCDEF")
@@ -151,16 +158,12 @@ class PlivoCarrier:
     def claims(self, message: str | bytes) -> bool:
         """A ``start`` with Plivo's field names: ``start.callId``, ``start.streamId`` and
         ``start.mediaFormat`` (Twilio's start has ``callSid`` and ``streamSid``)."""
-        try:
-            body = orjson.loads(message)
-        except (orjson.JSONDecodeError, TypeError):
+        found = start_object(message, binary=True)
+        if found is None:
             return False
-        if not isinstance(body, dict) or body.get("event") != "start":
-            return False
-        start = body.get("start")
+        start = found[1]
         return (
-            isinstance(start, dict)
-            and isinstance(start.get("callId"), str)
+            isinstance(start.get("callId"), str)
             and isinstance(start.get("streamId"), str)
             and isinstance(start.get("mediaFormat"), dict)
         )
@@ -173,7 +176,7 @@ class PlivoCarrier:
             raise PhoneFormatError(f"{kind} is not JSON") from None
         if not isinstance(body, dict):
             raise PhoneFormatError(f"frame is a JSON {type(body).__name__}, not an object")
-        event = _text(body, "event")
+        event = text_field(body, "event")
         match event:
             case "start":
                 return _started(body)
@@ -182,7 +185,7 @@ class PlivoCarrier:
             case "dtmf":
                 return _digit(body)
             case "playedStream" | "played":
-                return Played(_text(body, "name"))
+                return Played(text_field(body, "name"))
             case "clearedAudio":
                 return Ignored(event)
             case "stop":
@@ -197,11 +200,11 @@ class PlivoCarrier:
 
 
 def _started(body: Mapping[str, Any]) -> StreamStarted:
-    start = _object(body, "start")
-    media_format = _object(start, "mediaFormat", "start.")
+    start = object_field(body, "start")
+    media_format = object_field(start, "mediaFormat", "start.")
     # An encoding with parameters ("audio/x-mulaw;rate=8000") is read by its type alone.
-    encoding = _text(media_format, "encoding", "start.mediaFormat.").split(";")[0].strip()
-    rate = _integer(media_format, "sampleRate", "start.mediaFormat.")
+    encoding = text_field(media_format, "encoding", "start.mediaFormat.").split(";")[0].strip()
+    rate = integer_field(media_format, "sampleRate", "start.mediaFormat.")
     line = _LINES.get((encoding.lower(), rate))
     if line is None:
         raise PhoneFormatError(
@@ -218,8 +221,8 @@ def _started(body: Mapping[str, Any]) -> StreamStarted:
         except ValueError:
             raise PhoneFormatError("extra_headers token is not a packed value") from None
     return StreamStarted(
-        call_id=_text(start, "callId", "start."),
-        stream_id=_text(start, "streamId", "start."),
+        call_id=text_field(start, "callId", "start."),
+        stream_id=text_field(start, "streamId", "start."),
         token=token,
         line=line,
         parameters=headers,
@@ -249,7 +252,7 @@ def _extra_headers(value: object) -> dict[str, str]:
 
 
 def _audio(body: Mapping[str, Any]) -> Audio | Ignored:
-    media = _object(body, "media")
+    media = object_field(body, "media")
     track = media.get("track", "inbound")
     if not isinstance(track, str):
         raise PhoneFormatError("media.track must be a string")
@@ -266,34 +269,10 @@ def _audio(body: Mapping[str, Any]) -> Audio | Ignored:
 
 
 def _digit(body: Mapping[str, Any]) -> Digit:
-    digit = _text(_object(body, "dtmf"), "digit", "dtmf.").upper()
+    digit = text_field(object_field(body, "dtmf"), "digit", "dtmf.").upper()
     if digit not in _DIGITS:
         raise PhoneFormatError("dtmf.digit must be one of 0-9, *, #, A-D")
     return Digit(digit)
-
-
-def _object(message: Mapping[str, Any], key: str, where: str = "") -> Mapping[str, Any]:
-    value = message.get(key)
-    if not isinstance(value, dict):
-        raise PhoneFormatError(f"{where}{key} must be an object")
-    return value
-
-
-def _text(message: Mapping[str, Any], key: str, where: str = "") -> str:
-    value = message.get(key)
-    if not isinstance(value, str) or not value:
-        raise PhoneFormatError(f"{where}{key} must be a non-empty string")
-    return value
-
-
-def _integer(message: Mapping[str, Any], key: str, where: str = "") -> int:
-    """A non-negative int, as a number (the reference's type) or a decimal string."""
-    value = message.get(key)
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    if isinstance(value, str) and len(value) <= _MAX_DIGITS and value.isascii() and value.isdigit():
-        return int(value)
-    raise PhoneFormatError(f"{where}{key} must be a non-negative integer")
 
 
 # -- outbound ------------------------------------------------------------------------------------
@@ -322,7 +301,7 @@ class PlivoSpeaker:
     def media(self, audio: bytes) -> Outgoing:
         """``playAudio``: the frame base64 in ``media.payload``, with its content type and
         rate. ``streamId`` is not in the documented fields; Plivo's own SDKs send it."""
-        return _dumps(
+        return dumps(
             {
                 "event": "playAudio",
                 "streamId": self.stream_id,
@@ -337,12 +316,8 @@ class PlivoSpeaker:
     def marker(self, name: str) -> Outgoing:
         """``checkpoint``: Plivo answers ``playedStream`` with this ``name`` once the audio
         sent before it has played (never, if that audio is cleared first)."""
-        return _dumps({"event": "checkpoint", "streamId": self.stream_id, "name": name})
+        return dumps({"event": "checkpoint", "streamId": self.stream_id, "name": name})
 
     def clear(self) -> Outgoing:
         """``clearAudio``: Plivo drops what it buffered and answers ``clearedAudio``."""
-        return _dumps({"event": "clearAudio", "streamId": self.stream_id})
-
-
-def _dumps(message: Mapping[str, Any]) -> str:
-    return orjson.dumps(message).decode()
+        return dumps({"event": "clearAudio", "streamId": self.stream_id})

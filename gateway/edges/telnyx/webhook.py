@@ -36,14 +36,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import orjson
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from gateway.edges.phone.fields import object_field, text_field
 from gateway.edges.phone.webhook import Answer, WebhookRequest
 from gateway.edges.phone.wire import PhoneFormatError
 from gateway.edges.telnyx.call_control import answer_request
@@ -184,8 +184,8 @@ def parse_event(body: bytes) -> CallEvent:
         raise PhoneFormatError("webhook body is not JSON") from None
     if not isinstance(message, dict):
         raise PhoneFormatError("webhook body is not a JSON object")
-    data = _object(message, "data")
-    event_type = _text(data, "event_type", "data.")
+    data = object_field(message, "data")
+    event_type = text_field(data, "event_type", "data.")
     payload = data.get("payload")
     if event_type not in (
         "call.initiated",
@@ -195,15 +195,15 @@ def parse_event(body: bytes) -> CallEvent:
     ):
         call = payload.get("call_control_id") if isinstance(payload, dict) else None
         return UnknownCallEvent(event_type, call if isinstance(call, str) and call else None)
-    payload = _object(data, "payload", "data.")
-    call_control_id = _text(payload, "call_control_id", "data.payload.")
+    payload = object_field(data, "payload", "data.")
+    call_control_id = text_field(payload, "call_control_id", "data.payload.")
     match event_type:
         case "call.initiated":
             return CallInitiated(
                 call_control_id,
-                direction=_text(payload, "direction", "data.payload."),
-                from_=_text(payload, "from", "data.payload."),
-                to=_text(payload, "to", "data.payload."),
+                direction=text_field(payload, "direction", "data.payload."),
+                from_=text_field(payload, "from", "data.payload."),
+                to=text_field(payload, "to", "data.payload."),
             )
         case "call.answered":
             return CallAnswered(call_control_id)
@@ -218,7 +218,7 @@ def parse_event(body: bytes) -> CallEvent:
         case _:
             return MachineDetectionEnded(
                 call_control_id,
-                result=_text(payload, "result", "data.payload."),
+                result=text_field(payload, "result", "data.payload."),
                 premium=_MACHINE_EVENTS[event_type],
             )
 
@@ -271,17 +271,3 @@ class TelnyxAnswerWebhook:
         HTTP answer."""
         request = answer_request(call_id, stream_url, token, codec=self._codec)
         return Answer(content_type="application/json", body=request.json().decode())
-
-
-def _object(message: Mapping[str, Any], key: str, where: str = "") -> Mapping[str, Any]:
-    value = message.get(key)
-    if not isinstance(value, dict):
-        raise PhoneFormatError(f"{where}{key} must be an object")
-    return value
-
-
-def _text(message: Mapping[str, Any], key: str, where: str = "") -> str:
-    value = message.get(key)
-    if not isinstance(value, str) or not value:
-        raise PhoneFormatError(f"{where}{key} must be a non-empty string")
-    return value

@@ -62,6 +62,7 @@ from typing import Any, Literal
 
 import orjson
 
+from gateway.edges.phone.fields import dumps, integer_field, object_field, start_object, text_field
 from gateway.edges.phone.wire import (
     Audio,
     CarrierEvent,
@@ -85,7 +86,6 @@ _LINES: dict[str, LineFormat] = {
     "PCMU": LineFormat("pcmu", 8000),
     "PCMA": LineFormat("pcma", 8000),
 }
-_MAX_DIGITS = 18  # int() of a longer digit string is refused anyway; no real field is that long
 
 
 class TelnyxSpeaker:
@@ -108,13 +108,13 @@ class TelnyxSpeaker:
 
     def media(self, audio: bytes) -> Outgoing:
         payload = base64.b64encode(audio).decode("ascii")
-        return _dumps({"event": "media", "media": {"payload": payload}})
+        return dumps({"event": "media", "media": {"payload": payload}})
 
     def marker(self, name: str) -> Outgoing:
-        return _dumps({"event": "mark", "mark": {"name": name}})
+        return dumps({"event": "mark", "mark": {"name": name}})
 
     def clear(self) -> Outgoing:
-        return _dumps({"event": "clear"})
+        return dumps({"event": "clear"})
 
 
 class TelnyxCarrier:
@@ -133,18 +133,12 @@ class TelnyxCarrier:
     def claims(self, message: str | bytes) -> bool:
         """A ``start`` with Telnyx's own names: ``stream_id`` at the top, ``call_control_id``
         and ``media_format`` inside."""
-        if not isinstance(message, str):
+        found = start_object(message)
+        if found is None:
             return False
-        try:
-            frame = orjson.loads(message)
-        except orjson.JSONDecodeError:
-            return False
-        if not isinstance(frame, dict) or frame.get("event") != "start":
-            return False
-        body = frame.get("start")
+        frame, body = found
         return (
             isinstance(frame.get("stream_id"), str)
-            and isinstance(body, dict)
             and isinstance(body.get("call_control_id"), str)
             and isinstance(body.get("media_format"), dict)
         )
@@ -158,7 +152,7 @@ class TelnyxCarrier:
             raise PhoneFormatError("frame is not JSON") from None
         if not isinstance(frame, dict):
             raise PhoneFormatError(f"frame is a JSON {type(frame).__name__}, not an object")
-        event = _text(frame, "event")
+        event = text_field(frame, "event")
         match event:
             case "connected":
                 return Ignored("connected")
@@ -167,9 +161,9 @@ class TelnyxCarrier:
             case "media":
                 return _media(frame)
             case "dtmf":
-                return Digit(_text(_object(frame, "dtmf"), "digit", "dtmf."))
+                return Digit(text_field(object_field(frame, "dtmf"), "digit", "dtmf."))
             case "mark":
-                return Played(_text(_object(frame, "mark"), "name", "mark."))
+                return Played(text_field(object_field(frame, "mark"), "name", "mark."))
             case "stop":
                 return Hangup("stop")
             case "error":
@@ -183,7 +177,7 @@ class TelnyxCarrier:
 
 
 def _start(frame: Mapping[str, Any]) -> StreamStarted:
-    body = _object(frame, "start")
+    body = object_field(frame, "start")
     parameters = body.get("custom_parameters", {})
     if parameters is None:
         parameters = {}
@@ -192,10 +186,10 @@ def _start(frame: Mapping[str, Any]) -> StreamStarted:
     ):
         raise PhoneFormatError("start.custom_parameters must be an object of strings")
     return StreamStarted(
-        call_id=_text(body, "call_control_id", "start."),
-        stream_id=_text(frame, "stream_id"),
+        call_id=text_field(body, "call_control_id", "start."),
+        stream_id=text_field(frame, "stream_id"),
         token=_client_state(body.get("client_state")),
-        line=_line(_object(body, "media_format", "start.")),
+        line=_line(object_field(body, "media_format", "start.")),
         parameters=dict(parameters),
     )
 
@@ -215,9 +209,9 @@ def _client_state(value: object) -> str | None:
 
 def _line(media_format: Mapping[str, Any]) -> LineFormat:
     where = "start.media_format."
-    encoding = _text(media_format, "encoding", where).upper()
-    rate = _integer(media_format, "sample_rate", where)
-    channels = _integer(media_format, "channels", where) if "channels" in media_format else 1
+    encoding = text_field(media_format, "encoding", where).upper()
+    rate = integer_field(media_format, "sample_rate", where)
+    channels = integer_field(media_format, "channels", where) if "channels" in media_format else 1
     if channels != 1:
         raise PhoneFormatError(f"{where}channels must be 1, not {channels}")
     if encoding not in _LINES:
@@ -230,7 +224,7 @@ def _line(media_format: Mapping[str, Any]) -> LineFormat:
 
 
 def _media(frame: Mapping[str, Any]) -> CarrierEvent:
-    body = _object(frame, "media")
+    body = object_field(frame, "media")
     track = body.get("track")
     if isinstance(track, str) and track.startswith("outbound"):
         return Ignored("media")  # what the caller hears, sent back with both_tracks
@@ -241,7 +235,7 @@ def _media(frame: Mapping[str, Any]) -> CarrierEvent:
         audio = base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError):
         raise PhoneFormatError("media.payload is not valid base64") from None
-    return Audio(audio, sequence=_integer(body, "chunk", "media."))
+    return Audio(audio, sequence=integer_field(body, "chunk", "media."))
 
 
 def _error_name(frame: Mapping[str, Any]) -> str:
@@ -256,31 +250,3 @@ def _error_name(frame: Mapping[str, Any]) -> str:
         if isinstance(value, (str, int)) and not isinstance(value, bool):
             parts.append(str(value)[:64])
     return " ".join(parts)
-
-
-def _object(message: Mapping[str, Any], key: str, where: str = "") -> Mapping[str, Any]:
-    value = message.get(key)
-    if not isinstance(value, dict):
-        raise PhoneFormatError(f"{where}{key} must be an object")
-    return value
-
-
-def _text(message: Mapping[str, Any], key: str, where: str = "") -> str:
-    value = message.get(key)
-    if not isinstance(value, str) or not value:
-        raise PhoneFormatError(f"{where}{key} must be a non-empty string")
-    return value
-
-
-def _integer(message: Mapping[str, Any], key: str, where: str = "") -> int:
-    """A non-negative int, sent as a number or as a decimal string."""
-    value = message.get(key)
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    if isinstance(value, str) and len(value) <= _MAX_DIGITS and value.isascii() and value.isdigit():
-        return int(value)
-    raise PhoneFormatError(f"{where}{key} must be a non-negative integer")
-
-
-def _dumps(message: Mapping[str, Any]) -> str:
-    return orjson.dumps(message).decode()

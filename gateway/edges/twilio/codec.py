@@ -26,7 +26,8 @@ from typing import Any, Literal
 
 import orjson
 
-from transports.base import TransportError
+from gateway.edges.phone.fields import dumps, integer_field, object_field, text_field
+from gateway.edges.phone.wire import PhoneFormatError
 
 __all__ = [
     "Connected",
@@ -46,8 +47,7 @@ __all__ = [
 ]
 
 
-class TwilioFormatError(TransportError, ValueError):
-    """A frame from Twilio that does not follow the Media Streams protocol."""
+TwilioFormatError = PhoneFormatError  # a frame that does not follow the Media Streams protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +117,6 @@ class UnknownTwilio:
     type: Literal["unknown"] = "unknown"
 
 
-_MAX_DIGITS = 18  # int("9" * 5000) is a ValueError in Python 3.11+; no real field is that long
-
 TwilioEvent = Connected | Start | Media | Mark | Dtmf | Stop | UnknownTwilio
 
 
@@ -130,23 +128,23 @@ def decode(text: str) -> TwilioEvent:
         raise TwilioFormatError(f"frame is not JSON: {exc}") from None
     if not isinstance(message, dict):
         raise TwilioFormatError(f"frame is a JSON {type(message).__name__}, not an object")
-    event = _text(message, "event", "")
+    event = text_field(message, "event", "")
     match event:
         case "connected":
-            return Connected(_text(message, "protocol"), _text(message, "version"))
+            return Connected(text_field(message, "protocol"), text_field(message, "version"))
         case "start":
             return _start(message)
         case "media":
             return _media(message)
         case "mark":
-            body = _object(message, "mark")
-            return Mark(_text(message, "streamSid"), _text(body, "name", "mark."))
+            body = object_field(message, "mark")
+            return Mark(text_field(message, "streamSid"), text_field(body, "name", "mark."))
         case "dtmf":
-            body = _object(message, "dtmf")
-            return Dtmf(_text(message, "streamSid"), _text(body, "digit", "dtmf."))
+            body = object_field(message, "dtmf")
+            return Dtmf(text_field(message, "streamSid"), text_field(body, "digit", "dtmf."))
         case "stop":
-            body = _object(message, "stop")
-            return Stop(_text(message, "streamSid"), _text(body, "callSid", "stop."))
+            body = object_field(message, "stop")
+            return Stop(text_field(message, "streamSid"), text_field(body, "callSid", "stop."))
         case _:
             return UnknownTwilio(event, message)
 
@@ -154,21 +152,21 @@ def decode(text: str) -> TwilioEvent:
 def media(stream_sid: str, ulaw: bytes) -> str:
     """Audio to play: µ-law 8 kHz, base64 in ``media.payload``."""
     payload = base64.b64encode(ulaw).decode("ascii")
-    return _dumps({"event": "media", "streamSid": stream_sid, "media": {"payload": payload}})
+    return dumps({"event": "media", "streamSid": stream_sid, "media": {"payload": payload}})
 
 
 def mark(stream_sid: str, name: str) -> str:
     """Ask Twilio to echo ``name`` once everything sent before it has played."""
-    return _dumps({"event": "mark", "streamSid": stream_sid, "mark": {"name": name}})
+    return dumps({"event": "mark", "streamSid": stream_sid, "mark": {"name": name}})
 
 
 def clear(stream_sid: str) -> str:
     """Drop all audio Twilio has buffered; outstanding marks echo at once."""
-    return _dumps({"event": "clear", "streamSid": stream_sid})
+    return dumps({"event": "clear", "streamSid": stream_sid})
 
 
 def _start(message: Mapping[str, Any]) -> Start:
-    body = _object(message, "start")
+    body = object_field(message, "start")
     tracks = body.get("tracks")
     if not isinstance(tracks, list) or not all(isinstance(t, str) for t in tracks):
         raise TwilioFormatError("start.tracks must be a list of strings")
@@ -177,26 +175,26 @@ def _start(message: Mapping[str, Any]) -> Start:
         isinstance(value, str) for value in parameters.values()
     ):
         raise TwilioFormatError("start.customParameters must be an object of strings")
-    media_format = _object(body, "mediaFormat", "start.")
+    media_format = object_field(body, "mediaFormat", "start.")
     stream_sid = body.get("streamSid", message.get("streamSid"))
     if not isinstance(stream_sid, str) or not stream_sid:
         raise TwilioFormatError("start.streamSid must be a non-empty string")
     return Start(
         stream_sid=stream_sid,
-        call_sid=_text(body, "callSid", "start."),
-        account_sid=_text(body, "accountSid", "start."),
+        call_sid=text_field(body, "callSid", "start."),
+        account_sid=text_field(body, "accountSid", "start."),
         tracks=tuple(tracks),
         custom_parameters=dict(parameters),
         media_format=MediaFormat(
-            encoding=_text(media_format, "encoding", "start.mediaFormat."),
-            sample_rate=_integer(media_format, "sampleRate", "start.mediaFormat."),
-            channels=_integer(media_format, "channels", "start.mediaFormat."),
+            encoding=text_field(media_format, "encoding", "start.mediaFormat."),
+            sample_rate=integer_field(media_format, "sampleRate", "start.mediaFormat."),
+            channels=integer_field(media_format, "channels", "start.mediaFormat."),
         ),
     )
 
 
 def _media(message: Mapping[str, Any]) -> Media:
-    body = _object(message, "media")
+    body = object_field(message, "media")
     payload = body.get("payload")
     if not isinstance(payload, str):
         raise TwilioFormatError("media.payload must be a base64 string")
@@ -205,37 +203,9 @@ def _media(message: Mapping[str, Any]) -> Media:
     except (binascii.Error, ValueError):
         raise TwilioFormatError("media.payload is not valid base64") from None
     return Media(
-        stream_sid=_text(message, "streamSid"),
-        track=_text(body, "track", "media."),
-        chunk=_integer(body, "chunk", "media."),
-        timestamp_ms=_integer(body, "timestamp", "media."),
+        stream_sid=text_field(message, "streamSid"),
+        track=text_field(body, "track", "media."),
+        chunk=integer_field(body, "chunk", "media."),
+        timestamp_ms=integer_field(body, "timestamp", "media."),
         payload=audio,
     )
-
-
-def _object(message: Mapping[str, Any], key: str, where: str = "") -> Mapping[str, Any]:
-    value = message.get(key)
-    if not isinstance(value, dict):
-        raise TwilioFormatError(f"{where}{key} must be an object")
-    return value
-
-
-def _text(message: Mapping[str, Any], key: str, where: str = "") -> str:
-    value = message.get(key)
-    if not isinstance(value, str) or not value:
-        raise TwilioFormatError(f"{where}{key} must be a non-empty string")
-    return value
-
-
-def _integer(message: Mapping[str, Any], key: str, where: str = "") -> int:
-    """A non-negative int, sent as a decimal string (Twilio's habit) or as a number."""
-    value = message.get(key)
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    if isinstance(value, str) and len(value) <= _MAX_DIGITS and value.isascii() and value.isdigit():
-        return int(value)
-    raise TwilioFormatError(f"{where}{key} must be a non-negative integer")
-
-
-def _dumps(message: Mapping[str, Any]) -> str:
-    return orjson.dumps(message).decode()

@@ -12,8 +12,7 @@ its ``connected`` carries ``"protocol": "Call"``, but so might another carrier's
 
 from __future__ import annotations
 
-import orjson
-
+from gateway.edges.phone.fields import start_object
 from gateway.edges.phone.wire import (
     Audio,
     CarrierEvent,
@@ -58,24 +57,13 @@ class TwilioCarrier:
     name = "twilio"
 
     def claims(self, message: str | bytes) -> bool:
-        if not isinstance(message, str) or '"start"' not in message:
-            return False
-        try:
-            parsed = orjson.loads(message)
-        except orjson.JSONDecodeError:
-            return False
-        if not isinstance(parsed, dict) or parsed.get("event") != "start":
-            return False
-        start = parsed.get("start")
-        return isinstance(start, dict) and "callSid" in start and "accountSid" in start
+        found = start_object(message)
+        return found is not None and "callSid" in found[1] and "accountSid" in found[1]
 
     def decode(self, message: str | bytes) -> CarrierEvent:
         if not isinstance(message, str):
             raise PhoneFormatError("Twilio sends text frames only")
-        try:
-            event = codec.decode(message)
-        except codec.TwilioFormatError as exc:
-            raise PhoneFormatError(str(exc)) from None
+        event = codec.decode(message)  # raises PhoneFormatError itself
         match event:
             case codec.Start():
                 return _started(event)

@@ -43,6 +43,7 @@ from typing import Any
 
 import orjson
 
+from gateway.edges.phone.fields import DTMF_DIGITS, dumps, text_field
 from gateway.edges.phone.wire import (
     Audio,
     CarrierEvent,
@@ -74,7 +75,7 @@ CALL_HEADER = "call_uuid"
 TOKEN_HEADER = "token"
 FRAME_MS = 20  # Vonage reads and writes 20 ms per binary message
 _RATES = (8000, 16000)
-_DIGITS = frozenset("0123456789*#ABCD")  # the docs list 0-9, * and #; A-D are DTMF too
+_DIGITS = DTMF_DIGITS
 _NOT_PARAMETERS = frozenset(("event", "content-type", CALL_HEADER, TOKEN_HEADER))
 
 
@@ -138,7 +139,7 @@ class VonageCarrier:
             raise PhoneFormatError(f"text message is not JSON: {exc}") from None
         if not isinstance(parsed, dict):
             raise PhoneFormatError(f"text message is a JSON {type(parsed).__name__}, not an object")
-        event = _text(parsed, "event")
+        event = text_field(parsed, "event")
         match event:
             case "websocket:connected":
                 return _connected(parsed)
@@ -151,7 +152,7 @@ class VonageCarrier:
                 payload = parsed.get("payload")
                 if not isinstance(payload, dict):
                     raise PhoneFormatError("websocket:notify.payload must be an object")
-                return Played(_text(payload, "name", "websocket:notify.payload."))
+                return Played(text_field(payload, "name", "websocket:notify.payload."))
             case "websocket:cleared":
                 return Ignored(event)
             case _:
@@ -188,11 +189,11 @@ class VonageSpeaker:
         everything sent before it has played. Only when ``echoes_markers``."""
         if not self.echoes_markers:
             raise RuntimeError("this Vonage stream does not use notify markers")
-        return _dumps({"action": "notify", "payload": {"name": name}})
+        return dumps({"action": "notify", "payload": {"name": name}})
 
     def clear(self) -> Outgoing:
         """Drop everything Vonage has buffered and not yet played."""
-        return _dumps({"action": "clear"})
+        return dumps({"action": "clear"})
 
 
 def _audio(payload: bytes) -> Audio:
@@ -211,7 +212,7 @@ def _connected(message: Mapping[str, Any]) -> StreamStarted:
         raise PhoneFormatError(
             "websocket:connected.content-type must be audio/l16;rate=8000 or audio/l16;rate=16000"
         )
-    call_uuid = _text(message, CALL_HEADER, "websocket:connected.")
+    call_uuid = text_field(message, CALL_HEADER, "websocket:connected.")
     token = message.get(TOKEN_HEADER)
     if token is not None and not isinstance(token, str):
         raise PhoneFormatError("websocket:connected.token must be a string")
@@ -227,14 +228,3 @@ def _connected(message: Mapping[str, Any]) -> StreamStarted:
         line=line,
         parameters=parameters,
     )
-
-
-def _text(message: Mapping[str, Any], key: str, where: str = "") -> str:
-    value = message.get(key)
-    if not isinstance(value, str) or not value:
-        raise PhoneFormatError(f"{where}{key} must be a non-empty string")
-    return value
-
-
-def _dumps(message: Mapping[str, Any]) -> str:
-    return orjson.dumps(message).decode()
