@@ -47,9 +47,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-import orjson
-
-from gateway.edges.phone.fields import DTMF_DIGITS, dumps, object_field, start_object, text_field
+from gateway.edges.phone.fields import (
+    DTMF_DIGITS,
+    dumps,
+    message_object,
+    object_field,
+    start_object,
+    text_field,
+)
 from gateway.edges.phone.wire import (
     Audio,
     CarrierEvent,
@@ -98,14 +103,7 @@ class ExotelCarrier:
         return _nonempty(stream_sid) and _nonempty(body.get("call_sid"))
 
     def decode(self, message: str | bytes) -> CarrierEvent:
-        if not isinstance(message, str):
-            raise PhoneFormatError("a binary frame: Exotel sends JSON text frames")
-        try:
-            parsed = orjson.loads(message)
-        except orjson.JSONDecodeError:
-            raise PhoneFormatError("frame is not JSON") from None
-        if not isinstance(parsed, dict):
-            raise PhoneFormatError(f"frame is a JSON {type(parsed).__name__}, not an object")
+        parsed = message_object(message, "Exotel")
         event = text_field(parsed, "event")
         match event:
             case "connected":

@@ -60,9 +60,14 @@ import binascii
 from collections.abc import Mapping
 from typing import Any, Literal
 
-import orjson
-
-from gateway.edges.phone.fields import dumps, integer_field, object_field, start_object, text_field
+from gateway.edges.phone.fields import (
+    dumps,
+    integer_field,
+    message_object,
+    object_field,
+    start_object,
+    text_field,
+)
 from gateway.edges.phone.wire import (
     Audio,
     CarrierEvent,
@@ -144,14 +149,7 @@ class TelnyxCarrier:
         )
 
     def decode(self, message: str | bytes) -> CarrierEvent:
-        if not isinstance(message, str):
-            raise PhoneFormatError("Telnyx sends text frames, not binary ones")
-        try:
-            frame = orjson.loads(message)
-        except orjson.JSONDecodeError:
-            raise PhoneFormatError("frame is not JSON") from None
-        if not isinstance(frame, dict):
-            raise PhoneFormatError(f"frame is a JSON {type(frame).__name__}, not an object")
+        frame = message_object(message, "Telnyx")
         event = text_field(frame, "event")
         match event:
             case "connected":

@@ -24,9 +24,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import orjson
-
-from gateway.edges.phone.fields import dumps, integer_field, object_field, text_field
+from gateway.edges.phone.fields import (
+    dumps,
+    integer_field,
+    message_object,
+    object_field,
+    text_field,
+)
 from gateway.edges.phone.wire import PhoneFormatError
 
 __all__ = [
@@ -122,12 +126,7 @@ TwilioEvent = Connected | Start | Media | Mark | Dtmf | Stop | UnknownTwilio
 
 def decode(text: str) -> TwilioEvent:
     """One text frame from Twilio → its event; ``TwilioFormatError`` if it is malformed."""
-    try:
-        message = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise TwilioFormatError(f"frame is not JSON: {exc}") from None
-    if not isinstance(message, dict):
-        raise TwilioFormatError(f"frame is a JSON {type(message).__name__}, not an object")
+    message = message_object(text, "Twilio")
     event = text_field(message, "event", "")
     match event:
         case "connected":

@@ -43,7 +43,7 @@ from typing import Any
 
 import orjson
 
-from gateway.edges.phone.fields import DTMF_DIGITS, dumps, text_field
+from gateway.edges.phone.fields import DTMF_DIGITS, dumps, message_object, text_field
 from gateway.edges.phone.wire import (
     Audio,
     CarrierEvent,
@@ -133,12 +133,7 @@ class VonageCarrier:
     def decode(self, message: str | bytes) -> CarrierEvent:
         if isinstance(message, bytes):
             return _audio(message)
-        try:
-            parsed = orjson.loads(message)
-        except orjson.JSONDecodeError as exc:
-            raise PhoneFormatError(f"text message is not JSON: {exc}") from None
-        if not isinstance(parsed, dict):
-            raise PhoneFormatError(f"text message is a JSON {type(parsed).__name__}, not an object")
+        parsed = message_object(message, "Vonage")
         event = text_field(parsed, "event")
         match event:
             case "websocket:connected":
