@@ -157,10 +157,10 @@ def add_phone_routes(
         deliver=telnyx_control.answer if telnyx_control is not None else _no_telnyx_api,
     )
     app.router.add_post("/telnyx/events", routes.answer_handler(telnyx))
-    plivo = _entry(
-        _secret(settings.plivo_auth_token),
-        "PLIVO_AUTH_TOKEN",
-        lambda key: PlivoAnswerWebhook(key, farewell=farewell),
+    plivo_token = _secret(settings.plivo_auth_token)
+    plivo_hook = PlivoAnswerWebhook(plivo_token or secrets.token_hex(32), farewell=farewell)
+    plivo = PhoneWebhookEntry(
+        plivo_hook, plivo_token is not None, "PLIVO_AUTH_TOKEN", answers=plivo_hook.connects
     )
     _add_answer(app, "/plivo/answer", routes.answer_handler(plivo))
     vonage = _entry(

@@ -169,6 +169,15 @@ class PlivoAnswerWebhook:
             raise PhoneFormatError("CallUUID is missing from the answer request")
         return values[0]
 
+    def connects(self, request: WebhookRequest) -> bool:
+        """Whether the request asks for the call to be connected: Plivo also sends the call's
+        hang-up notice to the answer URL when the application names no hang-up URL
+        (``CallStatus`` ``completed``), which is only acknowledged."""
+        status = _params(request).get("CallStatus") or _form(urlparse(request.url).query).get(
+            "CallStatus", []
+        )
+        return not status or status[-1] not in ("completed", "hangup")
+
     def answer(self, stream_url: str, token: str, call_id: str) -> Answer:
         # call_id is not needed: Plivo names the call in the stream's start.callId itself.
         return Answer("application/xml", stream_xml(stream_url, token, farewell=self._farewell))

@@ -296,3 +296,16 @@ def test_a_token_too_long_for_plivo_is_refused_without_saying_it() -> None:
     with pytest.raises(ValueError, match="512") as raised:
         stream_xml(STREAM_URL, token)
     assert "secret" not in str(raised.value)
+
+
+def test_a_hang_up_notice_on_the_answer_url_is_not_a_call_to_connect() -> None:
+    """Without a hangup URL, Plivo posts the call's end to the answer URL: acknowledged only."""
+    hook = PlivoAnswerWebhook("token")
+
+    def request(status: str) -> WebhookRequest:
+        body = urlencode({"CallUUID": "c1", "CallStatus": status}).encode()
+        return WebhookRequest("POST", "https://gw.example/plivo/answer", {}, body, 0.0)
+
+    assert hook.connects(request("ringing"))
+    assert hook.connects(request("in-progress"))
+    assert not hook.connects(request("completed"))
