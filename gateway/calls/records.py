@@ -223,6 +223,31 @@ class CallRecord:
             error=error or self.error,
         )
 
+    def merged(self, newer: CallRecord) -> CallRecord:
+        """What two writers' views of one call make together (a carrier's callback on one node,
+        the session's end on another): the status further along, a terminal one never undone
+        nor replaced, and every fact either view has (the newer one's first)."""
+        rank = {"queued": 0, "ringing": 1, "in-progress": 2}
+        keep_status = self.terminal or rank.get(self.status, 3) > rank.get(newer.status, 3)
+        base = newer
+        if keep_status:
+            base = replace(
+                newer,
+                status=self.status,
+                ended_at=self.ended_at,
+                duration_s=self.duration_s,
+                error=self.error,
+            )
+        return replace(
+            base,
+            carrier_call_id=base.carrier_call_id or self.carrier_call_id,
+            answered_by=base.answered_by or self.answered_by,
+            answered_at=base.answered_at if base.answered_at is not None else self.answered_at,
+            session_id=base.session_id or self.session_id,
+            usage=base.usage or self.usage,
+            error=base.error or self.error,
+        )
+
     def with_session(self, session_id: str) -> CallRecord:
         return replace(self, session_id=session_id)
 

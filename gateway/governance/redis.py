@@ -247,17 +247,22 @@ class RedisGovernance:
     # -- placed calls ----------------------------------------------------------------------------
 
     async def put_call(self, record: CallRecord) -> None:
-        def write() -> Any:
-            pipe = self._r.pipeline(transaction=True)
-            pipe.set(
-                self._k("call", record.call_id), orjson.dumps(record.to_record()), ex=CALLS_KEPT_S
-            )
-            if record.carrier_call_id:
-                by = self._k("callby", record.carrier, record.carrier_call_id)
-                pipe.set(by, record.call_id, ex=CALLS_KEPT_S)
-            return pipe.execute()
+        """Written merged with what is kept (``CallRecord.merged``): read and written under
+        WATCH, so a write from another node in between makes this one read again."""
+        key = self._k("call", record.call_id)
 
-        await self._store.guarded("put_call", write)
+        async def merge(pipe: Any) -> None:
+            raw = await pipe.get(key)
+            merged = record
+            if raw is not None:
+                merged = CallRecord.from_record(orjson.loads(raw)).merged(record)
+            pipe.multi()
+            pipe.set(key, orjson.dumps(merged.to_record()), ex=CALLS_KEPT_S)
+            if merged.carrier_call_id:
+                by = self._k("callby", merged.carrier, merged.carrier_call_id)
+                pipe.set(by, merged.call_id, ex=CALLS_KEPT_S)
+
+        await self._store.guarded("put_call", lambda: self._r.transaction(merge, key))
 
     async def call(self, call_id: str) -> CallRecord | None:
         raw = await self._json("call", self._k("call", call_id))

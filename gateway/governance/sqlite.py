@@ -117,21 +117,32 @@ class SqliteGovernance:
     # -- placed calls ----------------------------------------------------------------------------
 
     async def put_call(self, record: CallRecord) -> None:
-        self._db.execute(
-            "INSERT OR REPLACE INTO calls (call_id, carrier, carrier_call_id, created_at, record) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (
-                record.call_id,
-                record.carrier,
-                record.carrier_call_id,
-                record.created_at,
-                orjson.dumps(record.to_record()),
-            ),
-        )
-        # Records past their keeping time go as new ones come (a call's, not a sweeper's, cost).
-        self._db.execute(
-            "DELETE FROM calls WHERE created_at < ?", (record.created_at - CALLS_KEPT_S,)
-        )
+        """Written merged with what is kept (``CallRecord.merged``), in one transaction."""
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            raw = self._one("SELECT record FROM calls WHERE call_id = ?", record.call_id)
+            if raw is not None:
+                record = CallRecord.from_record(orjson.loads(raw)).merged(record)
+            db.execute(
+                "INSERT OR REPLACE INTO calls "
+                "(call_id, carrier, carrier_call_id, created_at, record) VALUES (?, ?, ?, ?, ?)",
+                (
+                    record.call_id,
+                    record.carrier,
+                    record.carrier_call_id,
+                    record.created_at,
+                    orjson.dumps(record.to_record()),
+                ),
+            )
+            # Records past their keeping time go as new ones come (no sweeper to run).
+            db.execute(
+                "DELETE FROM calls WHERE created_at < ?", (record.created_at - CALLS_KEPT_S,)
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
 
     async def call(self, call_id: str) -> CallRecord | None:
         raw = self._one("SELECT record FROM calls WHERE call_id = ?", call_id)

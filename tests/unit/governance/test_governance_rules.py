@@ -189,3 +189,32 @@ async def test_a_placed_calls_record_is_found_by_its_id_and_by_the_carriers(
         {"input_tokens": 12.0},
     )
     assert await first.call("call_2") is None
+
+
+async def test_a_stale_view_of_a_call_never_undoes_its_end(
+    pair: tuple[Governance, Governance],
+) -> None:
+    """A session's end written from a view read before the carrier's last callback (two nodes,
+    or two coroutines) adds its usage and loses nothing the callback wrote."""
+    first, second = pair
+    answered = (
+        CallRecord(
+            call_id="call_9",
+            carrier="telnyx",
+            to="+14155550100",
+            from_="+14155550199",
+            owner="alice",
+            created_at=1_800_000_000.0,
+        )  # fmt: skip
+        .placed("v3:abc")
+        .answered(1_800_000_005.0, "human")
+    )
+    await first.put_call(answered)
+    stale = await second.call("call_9")
+    assert stale is not None
+    await first.put_call(answered.ended("completed", 1_800_000_065.0))
+    await second.put_call(stale.with_session("sess_1").with_usage({"audio_in_s": 42.0}))
+    kept = await first.call("call_9")
+    assert kept is not None
+    assert (kept.status, kept.duration_s, kept.session_id) == ("completed", 60.0, "sess_1")
+    assert kept.usage == {"audio_in_s": 42.0}
