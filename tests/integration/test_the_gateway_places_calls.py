@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -22,6 +23,9 @@ from fakes.carriers.telnyx_api import FakeTelnyxApi
 from fakes.carriers.telnyx_calls import CallScript
 from fakes.carriers.twilio_api import FakeTwilioApi
 from fakes.openai_realtime.server import FakeRealtimeServer
+from gateway.budgets.assess import counter_key
+from gateway.budgets.limits import Metric, Scope
+from gateway.budgets.windows import window_ids
 
 TO, FROM = "+15005550006", "+15005550001"
 GREETING = "/say " + " ".join(f"word{n}" for n in range(6))
@@ -231,3 +235,38 @@ async def test_placing_a_call_needs_the_right_and_a_good_request(
     assert not [c for c in twilio_api.calls.values() if c.to == TO]
     async with gateway.http.get(f"{gateway.url}/v1/calls/call_nope", headers=bearer()) as response:
         assert response.status == 404
+
+
+async def test_a_key_out_of_budget_places_no_call(
+    gateway_factory: GatewayFactory,
+    fake: FakeRealtimeServer,
+    twilio_api: FakeTwilioApi,
+    telnyx_api: FakeTelnyxApi,
+) -> None:
+    """A call counts against the budgets of the key that places it: a key whose minutes for
+    today are spent gets 429 ``budget_exhausted``, and nothing is dialled."""
+    gateway = await calling_gateway(
+        gateway_factory, fake, twilio_api, telnyx_api, admin=True, budgets=True
+    )
+    admin = {"Authorization": f"Bearer {token('root', ('admin',))}"}
+    body = {"owner": "scheduler", "roles": ["calls"], "budgets": {"minutes_per_day": 1}}
+    async with gateway.http.post(f"{gateway.url}/admin/v1/keys", json=body, headers=admin) as made:
+        assert made.status == 201
+        key = await made.json()
+    spent = counter_key(Scope("key", key["key"]["id"]), Metric.MINUTES, window_ids(now_utc()).day)
+    governance = gateway.server.governance
+    assert governance is not None
+    # The minutes counter counts seconds: a minute spent is 60.
+    await governance.charge([(spent, 60.0)], [], day=window_ids(now_utc()).day, scopes=[])
+    async with gateway.http.post(
+        f"{gateway.url}/v1/calls",
+        json={"to": TO, "from": FROM, "carrier": "twilio"},
+        headers={"Authorization": f"Bearer {key['secret']}"},
+    ) as refused:
+        assert refused.status == 429
+        assert (await refused.json())["error"]["code"] == "budget_exhausted"
+    assert twilio_api.calls == {}
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)
