@@ -8,8 +8,10 @@ turns ending their utterances, so no two replies are computed at the same moment
 lane and its gateway lane are neighbours in time, hit alike by whatever else the machine does.
 
 Frame ``n`` is due at ``start + n × 20 ms`` on the loop clock (a late frame does not push the
-later ones back). Everything is bounded: the opening (``OPEN_TIMEOUT_S`` per lane), the reader
-(the schedule's end plus ``GRACE_S``), the closing.
+later ones back). A peer that streams longer chunks (Exotel's 100 ms) holds frames until one is
+whole; the chunk leaves at its last frame's due time, and a turn's speech ends when the message
+holding its last speech frame leaves. Everything is bounded: the opening (``OPEN_TIMEOUT_S``
+per lane), the reader (the schedule's end plus ``GRACE_S``), the closing.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ Target = Literal["direct", "gateway"]
 
 @dataclass(frozen=True)
 class LaneSpec:
-    path: str  # e.g. "browser_16k", "phone"
+    path: str  # e.g. "browser_16k", "phone", "phone_exotel"
     upstream: str  # "openai" | "gemini"
     target: Target
     make_peer: Callable[[], Peer]
@@ -101,6 +103,7 @@ async def _send(lane: _Lane, schedule: TurnSchedule, start: float) -> None:
     loop = asyncio.get_running_loop()
     audio, tracker, result = lane.spec.audio, lane.result.tracker, lane.result
     period = FRAME_MS / 1000
+    ended: int | None = None  # a turn whose last speech frame is held by the peer
     try:
         for frame in range(schedule.total_frames):
             due = start + frame * period
@@ -114,7 +117,12 @@ async def _send(lane: _Lane, schedule: TurnSchedule, start: float) -> None:
             if index == 0:
                 tracker.speech_started(schedule.turn_of(frame), now)
             if schedule.is_last_speech(frame):
-                tracker.speech_ended(schedule.turn_of(frame), now)
+                ended = schedule.turn_of(frame)
+            if message is None:
+                continue  # held: it leaves with the frame that completes the peer's chunk
+            if ended is not None:  # the speech ends when its last frame leaves
+                tracker.speech_ended(ended, now)
+                ended = None
             await lane.ws.send(message)
             result.frames_sent += 1
             result.send_lags_s.append(now - due)

@@ -12,6 +12,8 @@ which incoming message carries reply audio.
   out the stream token (``prepare``), then ``connected``, ``start``, numbered ``media`` frames of
   µ-law; every ``mark`` is echoed at once, ``stop`` ends the call.
 
+The other carriers' phones, on ``/phone/media``, are in ``bench.latency.carrier_peers``.
+
 ``encode`` and ``hear`` are pure (unit-tested); only ``prepare`` and ``handshake`` do I/O.
 The clients are the measuring instrument and share a core with the fake, so a direct lane does
 not parse the many upstream events that cannot carry audio (a substring test first): through
@@ -73,7 +75,9 @@ class Peer(Protocol):
 
     async def handshake(self, ws: ClientConnection) -> None: ...
 
-    def encode(self, frame: bytes) -> str | bytes: ...
+    # the message that carries ``frame``; None: held, to leave with a later frame (a carrier
+    # that streams longer chunks than the lanes' 20 ms frames)
+    def encode(self, frame: bytes) -> str | bytes | None: ...
 
     def hear(self, message: str | bytes) -> Heard: ...
 

@@ -23,21 +23,47 @@ from bench.latency.stats import (
     measured,
 )
 
-__all__ = ["added_bars", "added_cdfs", "render_latency_plot"]
+__all__ = ["added_bars", "added_cdfs", "plotted_paths", "render_latency_plot"]
 
 _COLORS = {"openai": "C0", "gemini": "C1"}
-_STYLES = {"browser_24k": "-", "browser_16k": "--", "browser_48k": ":", "phone": "-."}
+_STYLES: dict[str, Any] = {
+    "browser_24k": "-",
+    "browser_16k": "--",
+    "browser_48k": ":",
+    "phone": "-.",
+    "phone_telnyx": (0, (5, 1)),
+    "phone_plivo": (0, (3, 1, 1, 1, 1, 1)),
+    "phone_vonage": (0, (1, 3)),
+    "phone_exotel": (0, (8, 2, 1, 2)),
+}
+
+
+def _tick(path: str) -> str:
+    """A path's title on two short lines: "phone (Telnyx, µ-law 8 kHz)" → "Telnyx phone" over
+    "µ-law 8 kHz", "browser 16 kHz" → "browser" over "16 kHz"."""
+    title = PATH_TITLES[path]
+    if title.startswith("phone (") and title.endswith(")"):
+        carrier, _, line = title[len("phone (") : -1].partition(", ")
+        return f"{carrier} phone\n{line}"
+    kind, _, rate = title.partition(" ")
+    return f"{kind}\n{rate}"
+
+
+def plotted_paths(rows: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The paths the run measured (some phases may not have run), in table order."""
+    measured_paths = {row["path"] for row in rows}
+    return tuple(path for path in PATHS if path in measured_paths)
 
 
 def added_bars(
-    rows: Sequence[Mapping[str, Any]],
+    rows: Sequence[Mapping[str, Any]], paths: Sequence[str] = PATHS
 ) -> dict[str, list[tuple[int, float, float | None]]]:
-    """upstream → (path index, added p50, added p99) for every row it has."""
+    """upstream → (index of the path in ``paths``, added p50, added p99) for every row it has."""
     bars: dict[str, list[tuple[int, float, float | None]]] = {}
     for row in rows:
-        if row["added_p50_ms"] is None:
+        if row["added_p50_ms"] is None or row["path"] not in paths:
             continue
-        at = PATHS.index(row["path"])
+        at = list(paths).index(row["path"])
         bars.setdefault(row["upstream"], []).append(
             (at, float(row["added_p50_ms"]), row["added_p99_ms"])
         )
@@ -71,10 +97,14 @@ def render_latency_plot(report: Mapping[str, Any], path: Path, caption: str) -> 
     import matplotlib.pyplot as plt
 
     rows = report["summary"]
+    paths = plotted_paths(rows)
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure, (bars_axis, cdf_axis) = plt.subplots(1, 2, figsize=(13, 4.8))
+    wide = len(paths) > 4  # the carriers' phones too: room for eight groups of bars
+    figure, (bars_axis, cdf_axis) = plt.subplots(
+        1, 2, figsize=(17, 5.6) if wide else (13, 4.8), width_ratios=(1.3, 1) if wide else None
+    )
     width = 0.8 / len(UPSTREAMS)
-    bars = added_bars(rows)
+    bars = added_bars(rows, paths)
     p50s = [p50 for points in bars.values() for _, p50, _ in points]
     top = 1.6 * max([TARGET_ADDED_P50_MS, *p50s])
     for slot, upstream in enumerate(UPSTREAMS):
@@ -97,7 +127,7 @@ def render_latency_plot(report: Mapping[str, Any], path: Path, caption: str) -> 
     bars_axis.axhline(TARGET_ADDED_P50_MS, color="red", linewidth=1, linestyle="--")
     bars_axis.text(-0.45, TARGET_ADDED_P50_MS, " target p50", color="red", va="bottom")
     bars_axis.axhline(0, color="black", linewidth=0.6)
-    bars_axis.set_xticks(range(len(PATHS)), [PATH_TITLES[p] for p in PATHS], fontsize="small")
+    bars_axis.set_xticks(range(len(paths)), [_tick(p) for p in paths], fontsize="small")
     bars_axis.set_ylabel("added p50, ms (gateway − direct)")
     bars_axis.set_title("Added voice-to-voice latency per path (p99 above each bar)")
     bars_axis.grid(True, axis="y", alpha=0.3)
@@ -121,7 +151,7 @@ def render_latency_plot(report: Mapping[str, Any], path: Path, caption: str) -> 
     cdf_axis.set_ylabel("fraction of turns")
     cdf_axis.set_title("Every turn through the gateway against the direct median")
     cdf_axis.grid(True, alpha=0.3)
-    cdf_axis.legend(fontsize="x-small")
+    cdf_axis.legend(fontsize="xx-small" if wide else "x-small", ncol=2 if wide else 1)
     figure.suptitle(
         f"Voice-to-voice latency, end of speech → first reply audio — {caption}",
         fontsize="medium",

@@ -22,6 +22,7 @@ from typing import Any
 from bench.relay.stats import percentile
 
 __all__ = [
+    "CARRIER_PATHS",
     "PATHS",
     "PATH_TITLES",
     "TARGET_ADDED_P50_MS",
@@ -34,12 +35,19 @@ __all__ = [
     "summarize_pair",
 ]
 
-PATHS = ("browser_24k", "browser_16k", "browser_48k", "phone")
+# "phone" is Twilio's (on /twilio/media, its name from before the other carriers); the other
+# carriers' phones are "phone_<carrier>" (on /phone/media), measured in a phase of their own.
+CARRIER_PATHS = ("phone_telnyx", "phone_plivo", "phone_vonage", "phone_exotel")
+PATHS = ("browser_24k", "browser_16k", "browser_48k", "phone", *CARRIER_PATHS)
 PATH_TITLES = {
     "browser_24k": "browser 24 kHz",
     "browser_16k": "browser 16 kHz",
     "browser_48k": "browser 48 kHz",
     "phone": "phone (Twilio, µ-law 8 kHz)",
+    "phone_telnyx": "phone (Telnyx, µ-law 8 kHz)",
+    "phone_plivo": "phone (Plivo, µ-law 8 kHz)",
+    "phone_vonage": "phone (Vonage, PCM16 16 kHz)",
+    "phone_exotel": "phone (Exotel, PCM16 8 kHz)",
 }
 UPSTREAMS = ("openai", "gemini")
 UPSTREAM_TITLES = {"openai": "OpenAI Realtime fake", "gemini": "Gemini Live fake"}
@@ -157,8 +165,10 @@ def render(rows: Sequence[Mapping[str, Any]], settings: Mapping[str, Any]) -> st
         "",
         "added = gateway − direct as a difference of percentiles; paired Δ p50 = median over "
         "turns of (gateway turn i − direct turn i). Direct = the same fake in its own protocol "
-        "at its native format (OpenAI: PCM16 24 kHz, phone: audio/pcmu; Gemini: PCM16 16 kHz "
-        "in), with the session the gateway asks for.",
+        "at its native format (OpenAI: PCM16 24 kHz, and audio/pcmu for the µ-law phones: "
+        "Twilio, Telnyx, Plivo; Gemini: PCM16 16 kHz in), with the session the gateway asks "
+        "for. Each phone lane is driven as its carrier drives the gateway (Exotel: 100 ms "
+        "chunks).",
         "Turns not measured (missed or overlapped): " + ("; ".join(skipped) or "none") + ".",
     ]
     return "\n".join(lines)
