@@ -18,7 +18,8 @@
 Faults: ``vanish`` (no ``stop``, no close: the TCP connection ends), ``send_odd_payload`` (half
 a PCM16 sample), ``send_raw``, ``wrongly_signed_answer_request``. What breaks Exotel's format on
 the way in is in ``violations``; each payload's size in ``chunk_sizes`` (Exotel asks for 3 200
-to 100 000 bytes, multiples of 320).
+to 100 000 bytes, multiples of 320). The applet's URL (``answer_request``, ``fetch_stream_url``)
+is ``fakes.carriers.exotel_applet``'s, re-exported here.
 
 From https://developer.exotel.com/docs/agentstream/websocket-protocol,
 https://developer.exotel.com/docs/agentstream/stream-voicebot-applet,
@@ -36,20 +37,33 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import contextlib
-import socket
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import aiohttp
 import orjson
 
+from fakes.carriers.exotel_applet import (
+    AnswerRequest,
+    answer_request,
+    fetch_stream_url,
+    wrongly_signed_answer_request,
+)
+from fakes.carriers.stream_kit import (
+    HeardAudio,
+    Pace,
+    RawReceived,
+    RawStream,
+    cut,
+    mark_name,
+    media_payload,
+)
 from gateway.audio.g711 import ulaw_decode, ulaw_encode
 from gateway.audio.resample import StreamResampler
 
@@ -69,35 +83,20 @@ MAX_PARAMETERS, MAX_PARAMETER_CHARS = 3, 256  # Exotel's documented bounds
 ACCOUNT_SID = "exotel-account"
 
 
-@dataclass(frozen=True, slots=True)
-class Received:
+class Received(RawReceived):
     """One message the gateway sent, with the ``time.monotonic()`` it arrived at."""
 
-    at: float
-    data: str | bytes = field(repr=False)
-
-    @property
-    def message(self) -> dict[str, Any]:
-        """Its JSON object (empty for a binary message or a text that is not an object)."""
-        if isinstance(self.data, str):
-            with contextlib.suppress(orjson.JSONDecodeError):
-                parsed = orjson.loads(self.data)
-                if isinstance(parsed, dict):
-                    return parsed
-        return {}
+    __slots__ = ()
 
     @property
     def event(self) -> str | None:
-        value = self.message.get("event")
-        return value if isinstance(value, str) else None
+        return self._string("event")
 
 
-@dataclass(frozen=True, slots=True)
-class Heard:
+class Heard(HeardAudio):
     """Audio the caller heard (PCM16 at the line's rate) and when it finished playing."""
 
-    at: float
-    pcm: bytes = field(repr=False)
+    __slots__ = ()
 
 
 @dataclass(slots=True)
@@ -117,12 +116,13 @@ class _Setup:
     marks_on_clear: Literal["echo", "drop"]
 
 
-class ExotelCall:
+class ExotelCall(RawStream):
     """One call's stream, Exotel's end. Build it with ``open``."""
 
     def __init__(
         self, ws: aiohttp.ClientWebSocketResponse, session: aiohttp.ClientSession, setup: _Setup
     ) -> None:
+        super().__init__(ws, session)
         self.call_sid, self.stream_sid = setup.call_sid, setup.stream_sid
         self.encoding, self.rate = setup.encoding, setup.rate
         self.chunk_pcm_bytes = setup.rate // 1000 * 2 * CHUNK_MS
@@ -131,16 +131,12 @@ class ExotelCall:
         self.echoed_marks: list[tuple[float, str]] = []  # (when, name)
         self.violations: list[str] = []
         self.chunk_sizes: list[int] = []  # of each media payload received, in wire bytes
-        self._ws, self._session = ws, session
         self._playback, self._marks_on_clear = setup.playback, setup.marks_on_clear
         self._queue: deque[_Chunk | str] = deque()  # audio to play, and mark names
         self._plays_until = 0.0  # when the last queued audio ends
         self._sequence = self._chunks_sent = 0  # messages sent, media messages sent
-        self._ended = False
-        self._news = asyncio.Event()  # set whenever something arrived, played or closed
         self._wake = asyncio.Event()  # set when the queue changed
-        self._send_lock = asyncio.Lock()
-        self._tasks = [asyncio.create_task(self._read())]
+        self._tasks.append(asyncio.create_task(self._read()))
         if setup.playback == "realtime":
             self._tasks.append(asyncio.create_task(self._play()))
 
@@ -173,12 +169,7 @@ class ExotelCall:
         size = (len(query), len(urlencode(query)))
         if check_parameters and (size[0] > MAX_PARAMETERS or size[1] > MAX_PARAMETER_CHARS):
             raise ValueError(f"custom parameters: {size}, over Exotel's documented (3, 256)")
-        session = aiohttp.ClientSession()
-        try:
-            ws = await session.ws_connect(url, autoclose=False, max_msg_size=0)
-        except BaseException:
-            await session.close()
-            raise
+        ws, session = await cls._connect(url)
         sid = stream_sid or "MZ" + uuid.uuid4().hex
         setup = _Setup(call_sid, sid, encoding, line_rate, playback, marks_on_clear)
         call = cls(ws, session, setup)
@@ -203,10 +194,10 @@ class ExotelCall:
         once: ``realtime=False``). Returns once the last has been sent."""
         if rate is not None and rate != self.rate:
             pcm = StreamResampler(rate, self.rate).process(pcm)
-        step, start = self.chunk_pcm_bytes, time.monotonic()
+        step, pace = self.chunk_pcm_bytes, Pace(CHUNK_MS / 1000)
         for n, i in enumerate(range(0, len(pcm), step)):
             if realtime:
-                await asyncio.sleep(max(start + n * CHUNK_MS / 1000 - time.monotonic(), 0))
+                await pace.until(n)
             await self._send_media(pcm[i : i + step])
 
     async def press(self, digit: str, duration_ms: int = 100) -> None:
@@ -220,49 +211,25 @@ class ExotelCall:
         stop = {"call_sid": self.call_sid, "account_sid": ACCOUNT_SID, "reason": reason}
         with contextlib.suppress(ConnectionError):
             await self._send("stop", {"stop": stop})
-        self._ended = True
-        await self._stop_tasks()
-        await self._ws.close()
-        self._news.set()
+        await self._close_socket()
 
     async def vanish(self) -> None:
         """Fault: the stream ends with no ``stop`` and no WebSocket close (a network drop)."""
         self._ended = True
         await self._stop_tasks()
-        sock = self._ws.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+        cut(self._ws)
         await self._session.close()
-        self._news.set()
+        self._news.notify()
 
     async def send_odd_payload(self, n_bytes: int = 3201) -> None:
         """Fault: one ``media`` message whose payload is ``n_bytes`` (odd: half a sample)."""
         await self._send_media(b"\x01" * n_bytes, encode=False)
-
-    async def send_raw(self, message: str | bytes) -> None:
-        async with self._send_lock:
-            if isinstance(message, bytes):
-                await self._ws.send_bytes(message)
-            else:
-                await self._ws.send_str(message)
-
-    async def close(self) -> None:
-        """Hang up if not done yet, and release the client session."""
-        if not self._ended and not self._ws.closed:
-            await self.hang_up()
-        await self._stop_tasks()
-        await self._session.close()
 
     # What the gateway sent ---------------------------------------------------------------------
 
     @property
     def closed(self) -> bool:
         return self._ws.closed
-
-    @property
-    def close_code(self) -> int | None:
-        return self._ws.close_code
 
     def received_events(self, event: str | None = None) -> list[Received]:
         """Messages received (those with ``event``: ``media``, ``mark``, ``clear``), in order."""
@@ -278,25 +245,27 @@ class ExotelCall:
 
     async def wait_for(self, event: str, timeout_s: float, count: int = 1) -> Received:
         """The ``count``-th message with ``event``, waiting ``timeout_s`` at most."""
-        await self._until(lambda: len(self.received_events(event)) >= count, timeout_s)
+        await self._news.until(lambda: len(self.received_events(event)) >= count, timeout_s)
         return self.received_events(event)[count - 1]
 
     async def wait_heard(self, ms: int, timeout_s: float) -> None:
         """Until the caller has heard ``ms`` of audio."""
-        await self._until(lambda: len(self.heard_pcm()) >= ms * self.rate // 1000 * 2, timeout_s)
+        await self._news.until(
+            lambda: len(self.heard_pcm()) >= ms * self.rate // 1000 * 2, timeout_s
+        )
 
     async def wait_echoed(self, name: str, timeout_s: float) -> float:
         """Until the mark ``name`` has been echoed; the ``time.monotonic()`` it was."""
-        await self._until(lambda: any(n == name for _, n in self.echoed_marks), timeout_s)
+        await self._news.until(lambda: any(n == name for _, n in self.echoed_marks), timeout_s)
         return next(at for at, n in self.echoed_marks if n == name)
 
     async def wait_played_out(self, timeout_s: float) -> None:
         """Until everything received has played (or been cleared), marks echoed."""
-        await self._until(lambda: not self._queue, timeout_s)
+        await self._news.until(lambda: not self._queue, timeout_s)
 
     async def wait_closed(self, timeout_s: float) -> None:
         """Until the gateway closed the socket."""
-        await self._until(lambda: self._ws.closed, timeout_s)
+        await self._news.until(lambda: self._ws.closed, timeout_s)
 
     # Inside ------------------------------------------------------------------------------------
 
@@ -314,31 +283,13 @@ class ExotelCall:
         media["payload"] = base64.b64encode(payload).decode("ascii")
         await self._send("media", {"media": media})
 
-    async def _until(self, done: Callable[[], bool], timeout_s: float) -> None:
-        async with asyncio.timeout(timeout_s):
-            while not done():
-                self._news.clear()
-                await self._news.wait()
-
     def _decoded(self, message: dict[str, Any]) -> bytes:
-        try:
-            payload = base64.b64decode(message["media"]["payload"], validate=True)
-        except (KeyError, TypeError, binascii.Error, ValueError):
-            return b""
+        payload = media_payload(message) or b""
         return ulaw_decode(payload) if self.encoding == "pcmu" else payload[: len(payload) // 2 * 2]
 
-    async def _read(self) -> None:
-        async for msg in self._ws:
-            if msg.type == aiohttp.WSMsgType.TEXT:
-                await self._on_text(msg.data)
-            elif msg.type == aiohttp.WSMsgType.BINARY:
-                self.received.append(Received(time.monotonic(), msg.data))
-                self.violations.append(f"a binary message of {len(msg.data)} bytes")
-            self._news.set()
-        if not self._ended:
-            with contextlib.suppress(ConnectionError):
-                await self._ws.close()  # the gateway closed: answer its close (no autoclose)
-        self._news.set()
+    async def _on_binary(self, data: bytes) -> None:
+        self.received.append(Received(time.monotonic(), data))
+        self.violations.append(f"a binary message of {len(data)} bytes")
 
     async def _on_text(self, text: str) -> None:
         received = Received(time.monotonic(), text)
@@ -353,9 +304,8 @@ class ExotelCall:
             case "media":
                 self._on_media(message)
             case "mark":
-                mark = message.get("mark")
-                name = mark.get("name") if isinstance(mark, dict) else None
-                if not isinstance(name, str) or not name:
+                name = mark_name(message)
+                if name is None:
                     self.violations.append("a mark without mark.name")
                 elif self._playback == "instant":
                     await self._echo(name)
@@ -368,11 +318,8 @@ class ExotelCall:
                 self.violations.append(f"an unknown event: {text[:80]!r}")
 
     def _on_media(self, message: dict[str, Any]) -> None:
-        media = message.get("media")
-        payload = media.get("payload") if isinstance(media, dict) else None
-        try:
-            audio = base64.b64decode(payload if isinstance(payload, str) else "-", validate=True)
-        except (binascii.Error, ValueError):
+        audio = media_payload(message)
+        if audio is None:
             self.violations.append("a media.payload that is not base64")
             return
         self.chunk_sizes.append(len(audio))
@@ -426,72 +373,4 @@ class ExotelCall:
                 await self._echo(head)
             else:
                 self.heard.append(Heard(time.monotonic(), head.pcm))
-            self._news.set()
-
-    async def _stop_tasks(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
-
-# The applet's dynamic URL -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class AnswerRequest:
-    """The fields of the phone core's ``WebhookRequest`` but ``now`` (headers in lower case)."""
-
-    method: str
-    url: str
-    headers: dict[str, str]
-    body: bytes = field(repr=False)
-
-
-def answer_request(
-    url: str,
-    *,
-    secret: str | None,
-    call_sid: str,
-    via: Literal["query", "basic"] = "query",
-) -> AnswerRequest:
-    """The GET Exotel makes to the applet's URL ``url`` (the call's details in the query), with
-    ``secret`` (None: none) as the ``secret`` query parameter the operator put in that URL, or
-    as HTTP basic credentials (``via="basic"``, user ``exotel``)."""
-    query = {"CallSid": call_sid, "CallFrom": "09876543210", "CallTo": "08047491899"}
-    query["Direction"] = "incoming"
-    headers: dict[str, str] = {}
-    if secret is not None and via == "query":
-        query["secret"] = secret
-    elif secret is not None:
-        headers["authorization"] = aiohttp.encode_basic_auth("exotel", secret)
-    return AnswerRequest(
-        "GET", f"{url}{'&' if '?' in url else '?'}{urlencode(query)}", headers, b""
-    )
-
-
-def wrongly_signed_answer_request(
-    url: str, *, call_sid: str, via: Literal["query", "basic"] = "query"
-) -> AnswerRequest:
-    """Fault: the same request with a secret that is not the gateway's."""
-    return answer_request(
-        url, secret="not-the-answer-secret-0123456789", call_sid=call_sid, via=via
-    )
-
-
-async def fetch_stream_url(
-    url: str, *, secret: str | None, call_sid: str, via: Literal["query", "basic"] = "query"
-) -> str:
-    """Call the applet's URL as Exotel does and return the ``url`` it answers (the stream's).
-    Raises ``aiohttp.ClientResponseError`` for a status that is not 200, ``ValueError`` for a
-    body that is not ``{"url": "ws(s)://…"}``."""
-    request = answer_request(url, secret=secret, call_sid=call_sid, via=via)
-    async with (
-        aiohttp.ClientSession() as session,
-        session.get(request.url, headers=request.headers) as response,
-    ):
-        response.raise_for_status()
-        document = orjson.loads(await response.read())
-    stream_url = document.get("url") if isinstance(document, dict) else None
-    if not isinstance(stream_url, str) or not stream_url.startswith(("ws://", "wss://")):
-        raise ValueError('the answer is not {"url": "ws(s)://…"}')
-    return stream_url
+            self._news.notify()

@@ -28,29 +28,24 @@ https://docs.plivo.com/docs/voice/xml/request (the answer URL's parameters).
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import binascii
-import contextlib
 import hashlib
 import hmac
-import json
 import secrets
-import socket
 import time
 import uuid
 import xml.etree.ElementTree as ET
-from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import parse_qs, urlencode, urlparse, urlunparse
 
 import aiohttp
 
+from fakes.carriers.json_stream import BYTES_PER_MS, JsonStream, MarkedPlayout
+from fakes.carriers.stream_kit import CarrierRequest, Pace, Received, b64decoded, client_session
 from gateway.audio.g711 import ulaw_decode, ulaw_encode
-from gateway.audio.resample import StreamResampler
 
 __all__ = [
     "AnswerRefused",
@@ -64,7 +59,6 @@ __all__ = [
 ]
 
 SigningFault = Literal["wrong-token", "unsigned", "no-nonce", "tampered"]
-_FRAME_BYTES_PER_MS = 8  # µ-law at 8 kHz
 _EXTRA_HEADERS_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789=,")
 _CONTENT_TYPES = ("audio/x-l16;rate=8000", "audio/x-l16;rate=16000", "audio/x-mulaw;rate=8000")
 
@@ -73,14 +67,10 @@ _CONTENT_TYPES = ("audio/x-l16;rate=8000", "audio/x-l16;rate=16000", "audio/x-mu
 
 
 @dataclass(frozen=True, slots=True)
-class AnswerRequest:
+class AnswerRequest(CarrierRequest):
     """The request Plivo makes to the answer URL. ``headers`` are named as Plivo names them;
     ``lower_headers`` as ``WebhookRequest`` takes them."""
 
-    method: str
-    url: str
-    headers: dict[str, str]
-    body: bytes = field(repr=False)
     form: dict[str, str]
 
     @property
@@ -179,22 +169,15 @@ def read_answer(xml_text: str) -> StreamOrder:
 # -- the stream -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Received:
-    """One message the gateway sent, when it arrived (``time.monotonic()``)."""
-
-    at: float
-    event: str
-    message: dict[str, Any] = field(repr=False)
-
-
 _Options = tuple[bool, int, bool]  # realtime, frame_ms, echo_cleared_checkpoints
 
 
-class PlivoCall:
+class PlivoCall(JsonStream):
     """One call's Audio Stream, Plivo's side: ``async with PlivoCall.open(url, call_id=…,
     extra_headers="token=…") as call: await call.speak(pcm); await call.wait_for("playAudio")``
     (or ``PlivoCall.from_answer(xml, call_id=…)``), then ``call.heard_pcm()``."""
+
+    carrier = "Plivo"
 
     def __init__(
         self,
@@ -203,25 +186,19 @@ class PlivoCall:
         extra_headers: str,
         options: _Options,
     ) -> None:
-        self.ws = ws
+        self.realtime, self.frame_ms, self.echo_cleared_checkpoints = options
+        on_clear: Literal["echo", "drop"] = "echo" if self.echo_cleared_checkpoints else "drop"
+        playout = MarkedPlayout(
+            self._echo, realtime=self.realtime, frame_ms=self.frame_ms, marks_on_clear=on_clear
+        )
+        super().__init__(ws, playout)
         self.call_id, self.stream_id = ids
         self.extra_headers = extra_headers
-        self.realtime, self.frame_ms, self.echo_cleared_checkpoints = options
-        self.received: list[Received] = []
-        self.sent: list[dict[str, Any]] = []
-        self.protocol_errors: list[str] = []
         self.echoed: list[str] = []  # checkpoint names echoed as playedStream, in order
-        self.dropped_checkpoints: list[str] = []  # pending at a clearAudio, never echoed
-        self._heard = bytearray()  # µ-law the caller heard
-        self._queue: deque[bytes | str] = deque()  # audio, or a checkpoint's name
-        self._queued = asyncio.Event()
-        self._changed = asyncio.Condition()
+        self.dropped_checkpoints = playout.dropped  # pending at a clearAudio, never echoed
         self._sequence = 0
         self._chunk = 0
         self._started_at = time.monotonic()
-        self._down: StreamResampler | None = None
-        self._tasks: list[asyncio.Task[None]] = []
-        self.closed = asyncio.Event()
 
     @classmethod
     @asynccontextmanager
@@ -242,9 +219,7 @@ class PlivoCall:
         hang up if the call is still on). ``extra_headers`` is the ``<Stream extraHeaders>``
         value; Plivo hands it back with ``headers_separator`` between the pairs (``;`` as in
         the protocol reference's example)."""
-        own = session is None
-        http = session or aiohttp.ClientSession()
-        try:
+        async with client_session(session) as http:
             ws = await http.ws_connect(url, autoping=True)
             headers = extra_headers.replace(",", headers_separator)
             ids = (call_id or str(uuid.uuid4()), stream_id or str(uuid.uuid4()))
@@ -254,9 +229,6 @@ class PlivoCall:
                 yield call
             finally:
                 await call._finish()
-        finally:
-            if own:
-                await http.close()
 
     @classmethod
     @asynccontextmanager
@@ -277,15 +249,10 @@ class PlivoCall:
     async def speak(self, pcm: bytes, *, rate: int = 8000, paced: bool = False) -> None:
         """Caller audio (PCM16 at 8 or 16 kHz) as Plivo's ``media`` frames, µ-law 8 kHz;
         ``paced`` sends one frame per frame time, as a live call does."""
-        if rate not in (8000, 16000):
-            raise ValueError("speak takes PCM16 at 8000 or 16000 Hz")
-        if rate == 16000:
-            self._down = self._down or StreamResampler(16000, 8000)  # one stream, one filter
-            pcm = self._down.process(pcm)
-        ulaw = ulaw_encode(pcm)
-        step = self.frame_ms * _FRAME_BYTES_PER_MS
-        next_at = time.monotonic()
-        for offset in range(0, len(ulaw), step):
+        ulaw = ulaw_encode(self._narrowband(pcm, rate))
+        step = self.frame_ms * BYTES_PER_MS
+        pace = Pace(self.frame_ms / 1000)
+        for n, offset in enumerate(range(0, len(ulaw), step), 1):
             self._chunk += 1
             media = {
                 "track": "inbound",
@@ -295,8 +262,7 @@ class PlivoCall:
             }
             await self._send("media", media=media, extra_headers=self.extra_headers)
             if paced:
-                next_at += self.frame_ms / 1000
-                await asyncio.sleep(max(next_at - time.monotonic(), 0))
+                await pace.until(n)
 
     async def press(self, digit: str) -> None:
         """A key press, as Plivo's ``dtmf`` event."""
@@ -305,55 +271,21 @@ class PlivoCall:
 
     async def hang_up(self, *, stop_message: bool = False) -> None:
         """The caller hangs up: Plivo closes the socket (after a ``stop`` if asked)."""
-        if self.ws.closed:
-            return
-        if stop_message:
-            await self._send("stop", reason="hangup")
-        await self.ws.close()
-        await self._wind_down()
-
-    async def drop(self) -> None:
-        """Fault: the connection dies with no message and no close handshake."""
-        sock = self.ws.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        await self._wind_down()
-
-    async def send_raw(self, data: str | bytes) -> None:
-        """Anything at all on the stream (a malformed frame, an event Plivo may add)."""
-        await (self.ws.send_bytes(data) if isinstance(data, bytes) else self.ws.send_str(data))
+        await self._hang_up({"reason": "hangup"} if stop_message else None)
 
     # -- what the caller heard --------------------------------------------------------------------
 
-    def heard(self) -> bytes:
-        """The µ-law played to the caller so far (cleared audio excluded)."""
-        return bytes(self._heard)
-
     def heard_pcm(self) -> bytes:
         """What the caller heard, as PCM16 at 8 kHz."""
-        return ulaw_decode(bytes(self._heard))
-
-    def received_events(self, event: str | None = None) -> list[Received]:
-        return [r for r in self.received if event is None or r.event == event]
+        return ulaw_decode(bytes(self._playout.heard))
 
     async def wait_for(self, event: str, within: float = 5.0, *, count: int = 1) -> Received:
         """The ``count``-th message of kind ``event`` (counting those already received)."""
-
-        def arrived() -> bool:
-            return len(self.received_events(event)) >= count or self.closed.is_set()
-
-        async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(arrived), within)
-        matches = self.received_events(event)
-        if len(matches) < count:
-            raise ConnectionError(f"the stream closed before {event} #{count}")
-        return matches[count - 1]
+        return await super().wait_for(event, within, count=count)
 
     async def wait_closed(self, within: float = 5.0) -> int | None:
         """Until the gateway closes the stream; its close code."""
-        await asyncio.wait_for(self.closed.wait(), within)
-        return self.ws.close_code
+        return await super().wait_closed(within)
 
     # -- Plivo's side of the socket ---------------------------------------------------------------
 
@@ -366,54 +298,29 @@ class PlivoCall:
             "mediaFormat": {"encoding": "audio/x-mulaw", "sampleRate": 8000},
         }
         await self._send("start", start=start, extra_headers=self.extra_headers)
-        self._tasks.append(asyncio.create_task(self._read()))
-        if self.realtime:
-            self._tasks.append(asyncio.create_task(self._play()))
+        self._serve()
 
     async def _send(self, event: str, **fields: Any) -> None:
         self._sequence += 1
         message = {"event": event, "sequenceNumber": self._sequence, **fields}
         if event != "start":
             message["streamId"] = self.stream_id
-        self.sent.append(message)
-        with contextlib.suppress(ConnectionError, RuntimeError):
-            await self.ws.send_str(json.dumps(message))
+        await self._emit(message)
 
-    async def _read(self) -> None:
-        try:
-            async for msg in self.ws:
-                if msg.type == aiohttp.WSMsgType.TEXT:
-                    await self._on_text(msg.data)
-                elif msg.type == aiohttp.WSMsgType.BINARY:
-                    self.protocol_errors.append("a binary frame (Plivo's stream is JSON text)")
-        finally:
-            await self._wind_down()
-
-    async def _on_text(self, text: str) -> None:
-        try:
-            message = json.loads(text)
-            event = str(message["event"])
-        except (ValueError, TypeError, KeyError):
-            self.protocol_errors.append("a frame that is not a JSON object with an event")
-            return
-        self.received.append(Received(time.monotonic(), event, message))
+    async def _on_message(self, event: str, message: dict[str, Any]) -> None:
         if message.get("streamId", self.stream_id) != self.stream_id:
             self.protocol_errors.append(f"{event} names another streamId")
         if event == "playAudio":
             self._on_play(message)
         elif event == "checkpoint" and isinstance(name := message.get("name"), str) and name:
-            self._queue.append(name)
+            self._playout.mark(name)
         elif event == "checkpoint":
             self.protocol_errors.append("a checkpoint without a name")
         elif event == "clearAudio":
-            await self._clear()
+            await self._playout.clear()  # the checkpoints pending: echoed, or dropped
+            await self._send("clearedAudio")
         else:
             self.protocol_errors.append(f"an event Plivo does not take: {event}")
-        if not self.realtime:
-            await self._play_now()
-        self._queued.set()
-        async with self._changed:
-            self._changed.notify_all()
 
     def _on_play(self, message: Mapping[str, Any]) -> None:
         media = message.get("media")
@@ -422,75 +329,16 @@ class PlivoCall:
             return
         if media.get("contentType") != "audio/x-mulaw" or media.get("sampleRate") != 8000:
             self.protocol_errors.append("playAudio is not audio/x-mulaw at 8000 Hz")
-        try:
-            audio = base64.b64decode(str(media.get("payload")), validate=True)
-        except (binascii.Error, ValueError):
+        audio = b64decoded(str(media.get("payload")))
+        if audio is None:
             self.protocol_errors.append("playAudio's payload is not base64")
             return
-        self._queue.append(audio)
+        self._playout.media(audio)
 
-    async def _clear(self) -> None:
-        pending = [item for item in self._queue if isinstance(item, str)]
-        self._queue.clear()
-        if self.echo_cleared_checkpoints:
-            for name in pending:
-                await self._echo(name)
-        else:
-            self.dropped_checkpoints.extend(pending)
-        await self._send("clearedAudio")
-
-    async def _echo(self, name: str) -> None:
+    async def _echo(self, name: str, cleared: bool) -> None:
         self.echoed.append(name)
         await self._send("playedStream", name=name)
-
-    async def _play_now(self) -> None:
-        while self._queue:
-            item = self._queue.popleft()
-            if isinstance(item, str):
-                await self._echo(item)
-            else:
-                self._heard += item
-
-    async def _play(self) -> None:
-        """Real time: one frame per frame time, a checkpoint echoed when the audio before it
-        has played out."""
-        step = self.frame_ms * _FRAME_BYTES_PER_MS
-        next_at: float | None = None
-        while not self.closed.is_set():
-            if not self._queue:
-                next_at = None  # idle: the next audio plays at once
-                self._queued.clear()
-                await self._queued.wait()
-                continue
-            head = self._queue[0]
-            if isinstance(head, str):
-                self._queue.popleft()
-                await self._echo(head)
-                continue
-            piece, rest = head[:step], head[step:]
-            if rest:
-                self._queue[0] = rest
-            else:
-                self._queue.popleft()
-            self._heard += piece
-            now = time.monotonic()
-            next_at = max(next_at or now, now - 0.1) + len(piece) / _FRAME_BYTES_PER_MS / 1000
-            await asyncio.sleep(max(next_at - now, 0))
+        self._changes.notify()
 
     def _elapsed_ms(self) -> int:
         return int((time.monotonic() - self._started_at) * 1000)
-
-    async def _wind_down(self) -> None:
-        self.closed.set()
-        self._queued.set()
-        async with self._changed:
-            self._changed.notify_all()
-
-    async def _finish(self) -> None:
-        if not self.ws.closed:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.ws.close(), 2.0)
-        await self._wind_down()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)

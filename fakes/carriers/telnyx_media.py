@@ -13,19 +13,16 @@ Source: https://developers.telnyx.com/api-reference/websockets/stream-call-media
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from fakes.carriers.json_stream import BYTES_PER_MS, MarkedPlayout
+
 __all__ = ["OutOfOrder", "Playout", "StreamOptions"]
 
-_BYTES_PER_MS = 8  # G.711 at 8 kHz
-_STEP = 20 * _BYTES_PER_MS  # played 20 ms at a time
-_LATE_S = 0.1  # after a stall, catch up at most this much instead of rushing
 _T = TypeVar("_T")
 
 
@@ -60,85 +57,23 @@ class StreamOptions:
     error_frames: bool = True
 
 
-@dataclass(frozen=True, slots=True)
-class _Mark:
-    name: str
-
-
-class Playout:
-    """The play queue of one stream. ``echo(name)`` sends a mark back; ``realtime=False`` plays
-    what arrives at once (``settle`` after each frame)."""
+class Playout(MarkedPlayout):
+    """The play queue of one stream (``fakes.carriers.playout``: 20 ms at a time, queued marks
+    sent back on ``clear``). ``echo(name)`` sends a mark back; ``realtime=False`` plays what
+    arrives at once (``settle`` after each frame). ``heard`` is in the stream's play codec."""
 
     def __init__(self, echo: Callable[[str], Awaitable[None]], *, realtime: bool) -> None:
-        self.realtime = realtime
-        self.heard = bytearray()  # what the caller heard, in the stream's play codec
+        super().__init__(self._echoing, realtime=realtime)
         self.echoed: list[str] = []  # mark names echoed, in order
         self.echoed_at: dict[str, float] = {}  # mark name: when first echoed (monotonic)
-        self.cleared_ms = 0.0  # media dropped by clear
         self._echo_out = echo
-        self._queue: deque[bytes | _Mark] = deque()
-        self._queued = asyncio.Event()
-        self._stopped = False
 
-    def media(self, audio: bytes) -> None:
-        self._queue.append(audio)
-        self._queued.set()
+    @property
+    def cleared_ms(self) -> float:
+        """Media dropped by clear."""
+        return len(self.cleared) / BYTES_PER_MS
 
-    def mark(self, name: str) -> None:
-        self._queue.append(_Mark(name))
-        self._queued.set()
-
-    async def clear(self) -> None:
-        pending = [item.name for item in self._queue if isinstance(item, _Mark)]
-        self.cleared_ms += self.queued_ms()
-        self._queue.clear()
-        for name in pending:  # "Queued marks are sent back by Telnyx."
-            await self._echo(name)
-
-    def queued_ms(self) -> float:
-        queued = sum(len(item) for item in self._queue if isinstance(item, bytes))
-        return queued / _BYTES_PER_MS
-
-    async def settle(self) -> None:
-        """Not real time: play everything queued now."""
-        if self.realtime:
-            return
-        while self._queue:
-            item = self._queue.popleft()
-            if isinstance(item, _Mark):
-                await self._echo(item.name)
-            else:
-                self.heard += item
-
-    async def run(self) -> None:
-        """Real time: 20 ms at a time, until ``stop``."""
-        next_at: float | None = None
-        while not self._stopped:
-            if not self._queue:
-                next_at = None  # idle: the next media plays at once
-                self._queued.clear()
-                await self._queued.wait()
-                continue
-            head = self._queue[0]
-            if isinstance(head, _Mark):
-                self._queue.popleft()
-                await self._echo(head.name)
-                continue
-            piece, rest = head[:_STEP], head[_STEP:]
-            if rest:
-                self._queue[0] = rest
-            else:
-                self._queue.popleft()
-            self.heard += piece
-            now = time.monotonic()
-            next_at = max(next_at or now, now - _LATE_S) + len(piece) / _BYTES_PER_MS / 1000
-            await asyncio.sleep(max(next_at - now, 0))
-
-    def stop(self) -> None:
-        self._stopped = True
-        self._queued.set()
-
-    async def _echo(self, name: str) -> None:
+    async def _echoing(self, name: str, cleared: bool) -> None:
         self.echoed.append(name)
         self.echoed_at.setdefault(name, time.monotonic())
         await self._echo_out(name)

@@ -31,6 +31,8 @@ import orjson
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
+from fakes.carriers.stream_kit import CarrierRequest
+
 __all__ = [
     "CallIds",
     "SignedWebhook",
@@ -109,14 +111,10 @@ def event_body(
 
 
 @dataclass(frozen=True, slots=True)
-class SignedWebhook:
+class SignedWebhook(CarrierRequest):
     """A webhook as the gateway receives it: ``headers`` in lower case, ``now`` the receiver's
     clock (Unix seconds)."""
 
-    method: str
-    url: str
-    headers: dict[str, str]
-    body: bytes = field(repr=False)
     now: float
 
     def fields(self) -> dict[str, Any]:

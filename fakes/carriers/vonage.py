@@ -15,7 +15,8 @@ socket (``hang_up``): Vonage sends no goodbye message.
 Faults: ``vanish`` (the TCP connection ends with no WebSocket close), ``send_odd_frame``,
 ``send_raw``, and ``wrongly_signed_answer_request``. What the gateway sends against Vonage's
 format (a binary message that is not one 20 ms frame, an unknown action) lands in
-``violations``.
+``violations``. The answer webhook (``answer_request``) is ``fakes.carriers.vonage_webhooks``'s,
+re-exported here.
 
 Written from https://developer.vonage.com/en/voice/voice-api/concepts/websockets,
 https://developer.vonage.com/en/voice/voice-api/ncco-reference,
@@ -33,19 +34,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import socket
 import time
-import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlencode
 
 import aiohttp
-import jwt
 import orjson
+
+from fakes.carriers.stream_kit import HeardAudio, Pace, RawReceived, RawStream, cut
+from fakes.carriers.vonage_webhooks import (
+    SignedRequest,
+    answer_request,
+    wrongly_signed_answer_request,
+)
 
 __all__ = [
     "FRAME_MS",
@@ -62,40 +65,24 @@ FRAME_MS = 20
 DTMF_MS = 260  # the duration in the docs' example
 
 
-@dataclass(frozen=True, slots=True)
-class Received:
+class Received(RawReceived):
     """One message the gateway sent, with the ``time.monotonic()`` it arrived at."""
 
-    at: float
-    data: str | bytes = field(repr=False)
+    __slots__ = ()
 
     @property
     def kind(self) -> Literal["audio", "text"]:
         return "audio" if isinstance(self.data, bytes) else "text"
 
     @property
-    def message(self) -> dict[str, Any]:
-        """A text message's JSON object (empty for audio or a text that is not an object)."""
-        if isinstance(self.data, bytes):
-            return {}
-        with contextlib.suppress(orjson.JSONDecodeError):
-            parsed = orjson.loads(self.data)
-            if isinstance(parsed, dict):
-                return parsed
-        return {}
-
-    @property
     def action(self) -> str | None:
-        value = self.message.get("action")
-        return value if isinstance(value, str) else None
+        return self._string("action")
 
 
-@dataclass(frozen=True, slots=True)
-class HeardFrame:
+class HeardFrame(HeardAudio):
     """20 ms the caller heard, and the ``time.monotonic()`` it finished playing at."""
 
-    at: float
-    pcm: bytes = field(repr=False)
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +103,7 @@ class _Notify:
     payload: Any
 
 
-class VonageCall:
+class VonageCall(RawStream):
     """One call's WebSocket, Vonage's end. Build it with ``open`` or ``open_from_ncco``."""
 
     def __init__(
@@ -126,6 +113,7 @@ class VonageCall:
         rate: int,
         behaviour: Behaviour,
     ) -> None:
+        super().__init__(ws, session)
         self.rate = rate
         self.frame_bytes = rate // 1000 * 2 * FRAME_MS
         self.behaviour = behaviour
@@ -134,16 +122,12 @@ class VonageCall:
         self.notified: list[tuple[float, Any]] = []  # (when, payload) of each websocket:notify
         self.violations: list[str] = []
         self.max_buffered_frames = 0
-        self._ws, self._session = ws, session
         self._buffer: deque[bytes | _Notify] = deque()
         self._generation = 0  # bumped by clear: a frame being played when it comes is not heard
         self._playing = False
-        self._ended = False  # hung up or vanished
-        self._news = asyncio.Event()  # set whenever something arrived, played or closed
         self._to_play = asyncio.Event()  # set when the buffer gets something
-        self._send_lock = asyncio.Lock()
         self._outbox: deque[tuple[bytes, asyncio.Future[None] | None]] = deque()
-        self._tasks = [asyncio.create_task(self._read())]
+        self._tasks.append(asyncio.create_task(self._read()))
         if behaviour.playback == "realtime":
             self._tasks.append(asyncio.create_task(self._play()))
         if behaviour.continuous:
@@ -195,12 +179,7 @@ class VonageCall:
     ) -> VonageCall:
         """Open the socket and send the first message; ``close`` the call when done."""
         rate = 16000 if content_type.replace(" ", "").lower().endswith("rate=16000") else 8000
-        session = aiohttp.ClientSession()
-        try:
-            ws = await session.ws_connect(url, autoclose=False, max_msg_size=0)
-        except BaseException:
-            await session.close()
-            raise
+        ws, session = await cls._connect(url)
         call = cls(ws, session, rate, behaviour)
         first = {"event": "websocket:connected", "content-type": content_type, **headers}
         await call.send_raw(orjson.dumps(first).decode())
@@ -225,10 +204,10 @@ class VonageCall:
             self._outbox.append((frames[-1], done))
             await done
             return
-        start = time.monotonic()
+        pace = Pace(FRAME_MS / 1000)
         for n, frame in enumerate(frames):
             if realtime:
-                await asyncio.sleep(max(start + n * FRAME_MS / 1000 - time.monotonic(), 0))
+                await pace.until(n)
             await self.send_raw(frame)
 
     async def press(self, digit: str, duration_ms: int = DTMF_MS) -> None:
@@ -238,48 +217,23 @@ class VonageCall:
 
     async def hang_up(self) -> None:
         """The caller hangs up: Vonage closes the socket (code 1000), with no message first."""
-        self._ended = True
-        await self._stop_tasks()
-        await self._ws.close()
-        self._news.set()
+        await self._close_socket()
 
     async def vanish(self) -> None:
         """Fault: the TCP connection ends with no WebSocket close at all (a network drop)."""
         self._ended = True
         await self._stop_tasks()
-        sock = self._ws.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)  # FIN now: the close frame below never leaves
+        cut(self._ws)  # FIN now: the close frame below never leaves
         with contextlib.suppress(Exception):  # only releases the connection
             await asyncio.wait_for(self._ws.close(), 1.0)
         await self._session.close()
-        self._news.set()
+        self._news.notify()
 
     async def send_odd_frame(self) -> None:
         """Fault: a binary message of an odd number of bytes (half a sample)."""
         await self.send_raw(b"\x01" * (self.frame_bytes + 1))
 
-    async def send_raw(self, message: str | bytes) -> None:
-        async with self._send_lock:
-            if isinstance(message, bytes):
-                await self._ws.send_bytes(message)
-            else:
-                await self._ws.send_str(message)
-
-    async def close(self) -> None:
-        """Hang up if not done yet, and release the client session."""
-        if not self._ended and not self._ws.closed:
-            await self.hang_up()
-        await self._stop_tasks()
-        await self._session.close()
-
     # What the gateway sent ---------------------------------------------------------------------
-
-    @property
-    def close_code(self) -> int | None:
-        """The code of the gateway's close frame (None while the socket is open)."""
-        return self._ws.close_code
 
     def received_events(self, action: str | None = None) -> list[Received]:
         """Text messages received (those with ``action``, when given), in order."""
@@ -296,41 +250,24 @@ class VonageCall:
     async def wait_for(self, action: str, within_s: float, count: int = 1) -> Received:
         """The ``count``-th text message with ``action`` (``"clear"``, ``"notify"``), waiting
         for it ``within_s`` seconds at most (else ``TimeoutError``, as every ``wait_*``)."""
-        await self._until(lambda: len(self.received_events(action)) >= count, within_s)
+        await self._news.until(lambda: len(self.received_events(action)) >= count, within_s)
         return self.received_events(action)[count - 1]
 
     async def wait_heard(self, ms: int, within_s: float) -> None:
         """Until the caller has heard ``ms`` of audio."""
-        await self._until(lambda: len(self.heard) * FRAME_MS >= ms, within_s)
+        await self._news.until(lambda: len(self.heard) * FRAME_MS >= ms, within_s)
 
     async def wait_played_out(self, within_s: float) -> None:
         """Until everything received has played (or been cleared)."""
-        await self._until(lambda: not self._buffer and not self._playing, within_s)
+        await self._news.until(lambda: not self._buffer and not self._playing, within_s)
 
     async def wait_closed(self, within_s: float) -> None:
         """Until the gateway closed the socket."""
-        await self._until(lambda: self._ws.closed, within_s)
+        await self._news.until(lambda: self._ws.closed, within_s)
 
     # Inside ------------------------------------------------------------------------------------
 
-    async def _until(self, done: Callable[[], bool], within_s: float) -> None:
-        async with asyncio.timeout(within_s):
-            while not done():
-                self._news.clear()
-                await self._news.wait()
-
-    async def _read(self) -> None:
-        async for msg in self._ws:
-            if msg.type == aiohttp.WSMsgType.BINARY:
-                self._on_audio(msg.data)
-            elif msg.type == aiohttp.WSMsgType.TEXT:
-                await self._on_text(msg.data)
-            self._news.set()
-        if not self._ended:  # the gateway closed the stream: answer its close frame
-            await self._ws.close()
-        self._news.set()
-
-    def _on_audio(self, data: bytes) -> None:
+    async def _on_binary(self, data: bytes) -> None:
         self.received.append(Received(time.monotonic(), data))
         if len(data) != self.frame_bytes:
             self.violations.append(f"a binary message of {len(data)} bytes, not {self.frame_bytes}")
@@ -394,24 +331,22 @@ class VonageCall:
                 self.heard.append(HeardFrame(time.monotonic(), item))
             else:
                 ends_at = time.monotonic()  # cleared mid-frame: playback stopped there
-            self._news.set()
+            self._news.notify()
 
     async def _stream(self) -> None:
         """Continuous caller audio: the next spoken frame every 20 ms, else silence."""
         silence = bytes(self.frame_bytes)
-        start, n = time.monotonic(), 0
+        pace, n = Pace(FRAME_MS / 1000), 0
         while True:
             frame, done = self._outbox.popleft() if self._outbox else (silence, None)
             await self.send_raw(frame)
             if done is not None and not done.done():
                 done.set_result(None)
             n += 1
-            await asyncio.sleep(max(start + n * FRAME_MS / 1000 - time.monotonic(), 0))
+            await pace.until(n)
 
     async def _stop_tasks(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await super()._stop_tasks()
         for _, done in self._outbox:
             if done is not None and not done.done():
                 done.set_exception(ConnectionError("the call ended before this was said"))
@@ -435,62 +370,3 @@ def _websocket_endpoint(ncco: str | bytes) -> Mapping[str, Any]:
                 if isinstance(endpoint, dict) and endpoint.get("type") == "websocket":
                     return endpoint
     raise ValueError("the NCCO has no connect action with a websocket endpoint")
-
-
-# The answer webhook -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class SignedRequest:
-    """An answer webhook request as Vonage makes it: lower-case header names, the raw body.
-    The fields of the phone core's ``WebhookRequest`` but ``now``."""
-
-    method: str
-    url: str
-    headers: dict[str, str]
-    body: bytes = field(repr=False)
-
-
-def answer_request(
-    url: str,
-    *,
-    secret: str | None,
-    call_uuid: str,
-    issued_at: float,
-    method: Literal["GET", "POST"] = "GET",
-    application_id: str = "aaaaaaaa-bbbb-cccc-dddd-0123456789ab",
-) -> SignedRequest:
-    """The answer webhook for ``call_uuid``: a GET with the fields in the query string (Vonage's
-    default) or a POST with a JSON body, signed as Vonage signs it (HS256 JWT with ``iat``
-    ``issued_at``, keyed by ``secret``; None: unsigned)."""
-    fields = {"to": "447700900001", "from": "447700900000", "uuid": call_uuid}
-    fields["conversation_uuid"] = f"CON-{uuid.uuid4()}"
-    payload = orjson.dumps(fields)  # compact JSON, in the fields' order: what the hash covers
-    body = payload if method == "POST" else b""
-    if method == "GET":
-        url = f"{url}{'&' if '?' in url else '?'}{urlencode(fields)}"
-    headers = {"content-type": "application/json"} if method == "POST" else {}
-    if secret is not None:
-        claims = {
-            "iat": int(issued_at),
-            "jti": str(uuid.uuid4()),
-            "iss": "Vonage",
-            "payload_hash": hashlib.sha256(payload).hexdigest(),
-            "api_key": "a1b2c3d4",
-            "application_id": application_id,
-        }
-        headers["authorization"] = "Bearer " + jwt.encode(claims, secret, algorithm="HS256")
-    return SignedRequest(method, url, headers, body)
-
-
-def wrongly_signed_answer_request(
-    url: str, *, call_uuid: str, issued_at: float, method: Literal["GET", "POST"] = "GET"
-) -> SignedRequest:
-    """Fault: the same request signed with a secret that is not the account's."""
-    return answer_request(
-        url,
-        secret="not-the-account-signature-secret-0123456789",
-        call_uuid=call_uuid,
-        issued_at=issued_at,
-        method=method,
-    )
