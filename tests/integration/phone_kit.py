@@ -42,6 +42,8 @@ class Caller(Protocol):
 
     async def hang_up(self) -> None: ...
 
+    async def drop(self) -> None: ...  # the stream stops: no goodbye, no close handshake
+
     def heard_pcm(self) -> bytes: ...
 
     def heard_line(self) -> bytes: ...  # what was heard, in the line's own encoding
@@ -105,6 +107,10 @@ class _Simulated:
 
     async def hang_up(self) -> None:
         await self._call.hang_up()
+
+    async def drop(self) -> None:
+        vanish = getattr(self._call, "vanish", None)  # Vonage's and Exotel's name for it
+        await (vanish() if vanish is not None else self._call.drop())
 
     def heard_pcm(self) -> bytes:
         return bytes(self._call.heard_pcm())

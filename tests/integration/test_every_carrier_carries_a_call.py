@@ -23,6 +23,7 @@ from harness import Gateway, GatewayFactory
 from phone_kit import LINES, SECRET, Line, until, utterance
 
 from fakes.openai_realtime.server import FakeRealtimeServer
+from gateway.audio import g711
 
 T = TypeVar("T")
 LONG = " ".join(f"word{n}" for n in range(40))  # 4 s of speech from the fake
@@ -102,13 +103,20 @@ async def test_a_call_is_greeted_and_its_spoken_turn_answered(
             assert session.profile.encoding == "pcm16"
             assert session.profile.input_rate == session.profile.output_rate == line.line_rate
         heard_before = len(caller.heard_pcm())
-        await caller.say(utterance(caller.rate))
+        spoken = utterance(caller.rate)
+        await caller.say(spoken)
         # The caller's turn reaches the model, which answers; the answer is heard.
         await within(conn.wait_for("input_audio_buffer.speech_stopped", direction="out"))
         await until(lambda: len(conn.sent("response.done")) >= 2, 10, "the reply to the turn")
         await until(
             lambda: len(caller.heard_pcm()) - heard_before >= 200 * bytes_per_ms, 10, "the reply"
         )
+        if line.passes_through:
+            # The caller's µ-law reached the provider as the carrier sent it (the fake's log).
+            appended = b"".join(
+                base64.b64decode(e["audio"]) for e in conn.received("input_audio_buffer.append")
+            )
+            assert g711.ulaw_encode(spoken)[:3200] in appended
         await caller.hang_up()
         await until(lambda: not gateway.manager.sessions, 5, "the session to end")
 
@@ -188,3 +196,17 @@ async def test_a_stream_token_opens_one_stream_of_its_own_call(
     async with line.call(document, call_id()) as foreign:
         assert await foreign.wait_closed(5) == 1008
     assert len(fake.connections) == 1
+
+
+async def test_a_stream_that_stops_without_a_word_ends_its_session(
+    line: Line, fake: FakeRealtimeServer, gateway_factory: GatewayFactory
+) -> None:
+    gateway = await phone_gateway(gateway_factory, fake, line)
+    async with line.call(await answered(gateway, line)) as caller:
+        await until(lambda: len(caller.heard_pcm()) > 0, 10, "the greeting")
+        session = next(iter(gateway.manager.sessions.values()))
+        await caller.drop()
+        await within(session.ended.wait())
+        assert session.end_reason is not None
+        assert session.end_reason.value == "client"
+    await until(lambda: not gateway.manager.sessions, 5, "the session to be forgotten")
