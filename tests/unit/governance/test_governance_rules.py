@@ -205,7 +205,7 @@ async def test_a_stale_view_of_a_call_never_undoes_its_end(
             from_="+14155550199",
             owner="alice",
             created_at=1_800_000_000.0,
-        )  # fmt: skip
+        )
         .placed("v3:abc")
         .answered(1_800_000_005.0, "human")
     )
