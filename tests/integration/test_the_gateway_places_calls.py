@@ -270,3 +270,32 @@ async def test_a_key_out_of_budget_places_no_call(
 
 def now_utc() -> datetime:
     return datetime.now(UTC)
+
+
+async def test_a_call_whose_key_is_revoked_before_the_answer_runs_no_session(
+    gateway_factory: GatewayFactory,
+    fake: FakeRealtimeServer,
+    twilio_api: FakeTwilioApi,
+    telnyx_api: FakeTelnyxApi,
+) -> None:
+    gateway = await calling_gateway(gateway_factory, fake, twilio_api, telnyx_api, admin=True)
+    admin = {"Authorization": f"Bearer {token('root', ('admin',))}"}
+    body = {"owner": "scheduler", "roles": ["calls"]}
+    async with gateway.http.post(f"{gateway.url}/admin/v1/keys", json=body, headers=admin) as made:
+        key = await made.json()
+    twilio_api.ring_s = 0.5  # time to revoke the key while it rings
+    async with gateway.http.post(
+        f"{gateway.url}/v1/calls",
+        json={"to": TO, "from": FROM, "carrier": "twilio"},
+        headers={"Authorization": f"Bearer {key['secret']}"},
+    ) as placed_answer:
+        assert placed_answer.status == 201
+        placed = await placed_answer.json()
+    async with gateway.http.post(
+        f"{gateway.url}/admin/v1/keys/{key['key']['id']}/revoke", headers=admin
+    ) as revoked:
+        assert revoked.status == 200
+    done = await settled(gateway, placed["id"], "failed")
+    assert "revoked" in (done["error"] or "")
+    assert done["session_id"] is None
+    assert fake.connections == []

@@ -210,6 +210,10 @@ class PhoneRoutes:
                 "phone_stream_refused", carrier=carrier.name, reason=user, call_id=started.call_id
             )
             await ws.close(code=CLOSE_POLICY, message=b"unauthorized")
+            if placed is not None and self._calls is not None:
+                # Its placer may no longer call (a key revoked since): the call ends here.
+                await self._calls.ended(placed.call_id, "failed", error=user)
+                await self._calls.hang_up(placed)
             return ws
         await self._serve(ws, carrier, started, user, placed)
         return ws
