@@ -295,9 +295,16 @@ async def test_a_resume_before_the_owner_recorded_its_sessions_again_is_retryabl
     started = await client.start("text")
     await client.say("only turn")
     await drop(client)
-    await redis_server.restart()
-    again = await connect(on_openai, b)
-    answer = await resume(again, started)
+    # Node a is held still while Redis comes back, so that the resume surely comes before a
+    # records its sessions again (a node that sees the store return re-records them at once:
+    # a resume after that succeeds, which was this test's race).
+    a.signal(signal.SIGSTOP)
+    try:
+        await redis_server.restart()
+        again = await connect(on_openai, b)
+        answer = await resume(again, started)
+    finally:
+        a.signal(signal.SIGCONT)
     assert (answer["type"], answer["code"], answer["retryable"]) == (
         "error",
         "store_unavailable",
