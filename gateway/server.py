@@ -22,6 +22,7 @@ from gateway.admission import Admission, bearer_or_query_token, json_error
 from gateway.config import Settings
 from gateway.edges.native.routes import NativeRoutes
 from gateway.edges.realtime.routes import RealtimeCompatRoutes
+from gateway.edges.webrtc.routes import WebRtcRoutes
 from gateway.governance import Governance
 from gateway.governance.revocations import RevocationWatch
 from gateway.handlers_in_flight import HandlersInFlight
@@ -92,6 +93,7 @@ class GatewayServer:
         app.router.add_static("/static/", STATIC_DIR, append_version=False)
         compat = RealtimeCompatRoutes(self.settings, self.admission, self.manager)
         app.router.add_get("/v1/realtime", compat.realtime)
+        WebRtcRoutes(self.settings, self.admission, self.manager).add_to(app)
         add_phone_routes(
             app,
             self.settings,

@@ -11,9 +11,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 ENCODER_MODULE = "gateway.protocol.encode"
-# Where the session's events may become JSON: the protocol package itself, and the native edge,
-# whose wire is that JSON.
-MAY_ENCODE = ("gateway/protocol/", "gateway/edges/native/")
+# Where the session's events may become JSON: the protocol package itself, and the edges whose
+# wire is that JSON (the native socket; the WebRTC data channel).
+MAY_ENCODE = ("gateway/protocol/", "gateway/edges/native/", "gateway/edges/webrtc/")
 
 
 def _imports_the_encoder(tree: ast.AST) -> list[int]:

@@ -40,6 +40,7 @@ EDGES = (
     "gateway.edges.plivo",
     "gateway.edges.vonage",
     "gateway.edges.exotel",
+    "gateway.edges.webrtc",
 )
 # The composition root: the modules that build the app and may wire the edges in. Of these,
 # only gateway.server and gateway.phone_lines import an edge (they build each edge's routes).
