@@ -66,9 +66,13 @@ async def test_a_spoken_turn_over_webrtc_is_answered_with_audio(
         await pc.setRemoteDescription(RTCSessionDescription(**answer))
         await asyncio.wait_for(opened.wait(), 10)
         start = {"type": "session.start", "mode": "voice"}
-        start["audio"] = {"input_rate": 48000, "output_rate": 48000}  # type: ignore[assignment]
+        start["audio"] = {"input_rate": 16000, "output_rate": 24000}  # type: ignore[assignment]
         channel.send(orjson.dumps(start).decode())
         await until(lambda: any(e["type"] == "session.started" for e in events))
+        started = next(e for e in events if e["type"] == "session.started")
+        # The tracks are 48 kHz whatever the client asked: so is the session's audio.
+        audio = started["audio"]
+        assert (audio["input_rate"], audio["output_rate"]) == (48000, 48000)
         microphone.push(pcm_tone(500, rate=48000) + pcm_silence(900, rate=48000))
         await until(lambda: any(e["type"] == "response.done" for e in events))
         await until(lambda: sum(level > 1000 for level in heard) >= 10)

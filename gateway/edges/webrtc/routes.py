@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import replace
 from typing import Any
 
 import av
@@ -26,7 +27,7 @@ from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from gateway.admission import Admission, json_error
 from gateway.config import Settings
 from gateway.edges.webrtc.audio_in import mono_pcm16
-from gateway.edges.webrtc.audio_out import PcmOutTrack
+from gateway.edges.webrtc.audio_out import RATE, PcmOutTrack
 from gateway.protocol import (
     EndReason,
     ErrorCode,
@@ -37,7 +38,7 @@ from gateway.protocol import (
     SessionEnded,
     SpeechStarted,
 )
-from gateway.protocol.client_events import BinaryAudio, SessionStart
+from gateway.protocol.client_events import AudioFormat, BinaryAudio, SessionStart
 from gateway.protocol.decode import decode_text
 from gateway.protocol.encode import encode
 from gateway.session import Session, SessionUser
@@ -155,6 +156,8 @@ class _Call:
             self._send(ErrorEvent(code=ErrorCode.NOT_STARTED, message="send session.start first"))
             return
         self._starting = True
+        # Both tracks are 48 kHz: the session's audio is, whatever session.start asked.
+        event = replace(event, audio=AudioFormat(input_rate=RATE, output_rate=RATE))
         try:
             self._session = await self._manager.start(event, self._user, self.outbound)
         except StartRefused as refused:
