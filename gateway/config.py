@@ -23,6 +23,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from gateway.carrier_settings import CarrierSettings
 from gateway.errors import ConfigError
 from gateway.providers import DEFAULT_PROVIDER, PROVIDERS, ProviderSettings
+from gateway.rtc_settings import RtcSettings
 from gateway.security.addresses import parse_networks
 from gateway.toolrun import ModeBudget
 
@@ -79,10 +80,10 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class Settings(ProviderSettings, CarrierSettings):
+class Settings(ProviderSettings, CarrierSettings, RtcSettings):
     """The gateway's settings. Each upstream's own (its provider record's ``settings``: keys,
     models, endpoints, timeouts) come with ``ProviderSettings``, each phone carrier's with
-    ``CarrierSettings``."""
+    ``CarrierSettings``, WebRTC's network with ``RtcSettings``."""
 
     model_config = SettingsConfigDict(
         env_prefix="GATEWAY_", extra="ignore", case_sensitive=False, populate_by_name=True

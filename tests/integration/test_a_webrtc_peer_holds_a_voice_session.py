@@ -1,88 +1,96 @@
 """A WebRTC peer (aiortc, over loopback) ↔ the gateway's ``/v1/webrtc/offer`` ↔ the local model:
-the data channel carries the native protocol, the microphone track a spoken turn, and the
-gateway's track the reply's audio. (Work in progress for issue 35: Chromium comes next.)"""
+the data channel carries the native protocol, the microphone track a spoken turn, the
+gateway's track the reply's audio; a lost peer connection parks the session and a new one
+resumes it; what the track sent is what a barge-in truncates at."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
-import numpy as np
-import orjson
-from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
-from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from harness import GatewayFactory, pcm_silence, pcm_tone, token
+from webrtc_kit import Peer, connect
 
-from gateway.edges.webrtc.audio_out import PcmOutTrack
+OFFER = "/v1/webrtc/offer"
 
 
-async def test_a_spoken_turn_over_webrtc_is_answered_with_audio(
+async def test_a_spoken_turn_over_webrtc_is_answered_with_audio_and_resumed_after_a_drop(
+    gateway_factory: GatewayFactory,
+) -> None:
+    gateway = await gateway_factory(resume_window_s=30.0)
+    first = Peer()
+    try:
+        await connect(gateway.http, gateway.url + OFFER, token("alice"), first)
+        # The tracks are 48 kHz whatever the client asked: so is the session's audio.
+        first.send({"type": "session.start", "mode": "voice", "audio": {"input_rate": 16000}})
+        started = await first.until_event("session.started")
+        assert (started["audio"]["input_rate"], started["audio"]["output_rate"]) == (48000, 48000)
+        first.microphone.push(pcm_tone(500, rate=48000) + pcm_silence(900, rate=48000))
+        await first.until_event("response.done")
+        await first.until(lambda: first.loud_frames() >= 10)
+        (session,) = gateway.manager.sessions.values()
+    finally:
+        await first.close()
+    # The peer connection is gone: the session waits for its client, as after a dropped socket.
+    await asyncio.sleep(0)  # let the closed state reach the gateway's side
+    second = Peer()
+    try:
+        await connect(gateway.http, gateway.url + OFFER, token("alice"), second)
+        resume = {"session_id": started["session_id"], "resume_token": started["resume_token"]}
+        second.send({"type": "session.start", "mode": "voice", "resume": resume})
+        resumed = await second.until_event("session.started")
+        assert resumed["resumed"] is True
+        assert resumed["session_id"] == session.session_id
+        assert not session.ended.is_set()
+        second.microphone.push(pcm_tone(500, rate=48000) + pcm_silence(900, rate=48000))
+        await second.until_event("response.done")
+        await second.until(lambda: second.loud_frames() >= 10)
+        second.send({"type": "session.end"})
+        ended = await second.until_event("session.ended")
+        assert ended["reason"] == "client"
+    finally:
+        await second.close()
+    await asyncio.wait_for(session.ended.wait(), 10)
+
+
+async def test_events_before_the_start_get_the_sockets_answers(
     gateway_factory: GatewayFactory,
 ) -> None:
     gateway = await gateway_factory()
-    pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
-    microphone = PcmOutTrack()
-    pc.addTrack(microphone)
-    channel = pc.createDataChannel("events")
-    events: list[dict[str, Any]] = []
-    changed = asyncio.Event()
-    heard: list[int] = []  # peak level of each frame the gateway sent
-    opened = asyncio.Event()
-
-    channel.on("open", opened.set)
-
-    @channel.on("message")
-    def _on_message(message: str) -> None:
-        events.append(orjson.loads(message))
-        changed.set()
-
-    async def listen(track: MediaStreamTrack) -> None:
-        while True:
-            try:
-                frame = await track.recv()
-            except MediaStreamError:
-                return
-            heard.append(int(np.abs(frame.to_ndarray()).max()))  # type: ignore[union-attr]
-            changed.set()
-
-    listening: list[asyncio.Task[None]] = []
-    pc.on("track", lambda track: listening.append(asyncio.ensure_future(listen(track))))
-
-    async def until(done: Any) -> None:
-        async with asyncio.timeout(10):
-            while not done():
-                changed.clear()
-                await changed.wait()
-
+    peer = Peer(audio=False)
     try:
-        await pc.setLocalDescription(await pc.createOffer())
-        async with gateway.http.post(
-            f"{gateway.url}/v1/webrtc/offer",
-            json={"sdp": pc.localDescription.sdp, "type": "offer"},
-            headers={"Authorization": f"Bearer {token('alice')}"},
-        ) as response:
-            assert response.status == 200, await response.text()
-            answer = await response.json()
-        await pc.setRemoteDescription(RTCSessionDescription(**answer))
-        await asyncio.wait_for(opened.wait(), 10)
-        start = {"type": "session.start", "mode": "voice"}
-        start["audio"] = {"input_rate": 16000, "output_rate": 24000}  # type: ignore[assignment]
-        channel.send(orjson.dumps(start).decode())
-        await until(lambda: any(e["type"] == "session.started" for e in events))
-        started = next(e for e in events if e["type"] == "session.started")
-        # The tracks are 48 kHz whatever the client asked: so is the session's audio.
-        audio = started["audio"]
-        assert (audio["input_rate"], audio["output_rate"]) == (48000, 48000)
-        microphone.push(pcm_tone(500, rate=48000) + pcm_silence(900, rate=48000))
-        await until(lambda: any(e["type"] == "response.done" for e in events))
-        await until(lambda: sum(level > 1000 for level in heard) >= 10)
-        assert "session.ended" not in [e["type"] for e in events]
-        (session,) = gateway.manager.sessions.values()
+        await connect(gateway.http, gateway.url + OFFER, token("alice"), peer)
+        peer.send({"type": "text.send", "text": "hi"})
+        assert (await peer.until_event("error"))["code"] == "not_started"
+        peer.send({"type": "ping", "id": "p1"})
+        assert (await peer.until_event("pong"))["id"] == "p1"
+        peer.channel.send("{not json")
+        await peer.until(lambda: any(e.get("code") == "invalid_json" for e in peer.events))
+        peer.send({"type": "session.start", "mode": "text"})
+        await peer.until_event("session.started")
+        peer.send({"type": "text.send", "text": "hello"})
+        done = await peer.until_event("response.done")
+        assert done["status"] == "completed"
+        assert gateway.manager.sessions  # a text session needs no audio track
     finally:
-        await pc.close()
-        for task in listening:
-            task.cancel()
-    # The peer connection closed: its session ends with it.
-    await asyncio.wait_for(session.ended.wait(), 10)
-    assert session.end_reason is not None
-    assert session.end_reason.value == "client"
+        await peer.close()
+
+
+async def test_a_bad_offer_is_refused_with_a_reason_and_opens_nothing(
+    gateway_factory: GatewayFactory,
+) -> None:
+    gateway = await gateway_factory()
+    bearer = {"Authorization": f"Bearer {token('alice')}"}
+    cases = [
+        (b"not json", "JSON"),
+        (b'{"type": "offer"}', "sdp"),
+        (b'{"sdp": "hello", "type": "offer"}', "v=0"),
+        (b'{"sdp": "v=0\\r\\n", "type": "answer"}', "offer"),
+        (b'{"sdp": "v=0\\r\\no=- 1 1 IN IP4 0.0.0.0\\r\\n", "type": "offer"}', "not usable"),
+    ]
+    for body, says in cases:
+        async with gateway.http.post(gateway.url + OFFER, data=body, headers=bearer) as response:
+            assert response.status == 400, body
+            assert says in (await response.json())["error"]["message"], body
+    async with gateway.http.post(gateway.url + OFFER, json={"sdp": "v=0"}) as response:
+        assert response.status == 401
+    assert not gateway.manager.sessions

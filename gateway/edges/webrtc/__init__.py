@@ -1,7 +1,10 @@
-"""WebRTC (work in progress, issue 35): a browser's peer connection made into a session.
+"""WebRTC for the native protocol: a browser's peer connection made into a session.
 
-- ``audio_out``: ``PcmOutTrack``, the session's audio as an outbound track paced at real time;
-- ``audio_in``: the caller's Opus frames (decoded by aiortc) as the session's PCM16;
-- ``routes``: ``POST /v1/webrtc/offer``: the SDP offer in, the answer out, the data channel
-  carrying the native protocol's JSON events.
+- ``routes``: ``GET /v1/webrtc/config`` (ICE servers for the browser) and ``POST
+  /v1/webrtc/offer`` (the SDP offer in, the answer out); imports no aiortc;
+- ``call``: ``NativeCall``, one peer connection's data channel speaking the native protocol,
+  its tracks the session's audio, parked (resumable) when the connection is lost.
+
+The media itself (the peer connection, the tracks, ICE) is ``gateway.edges.rtc``'s, shared with
+OpenAI's WebRTC interface (``gateway.edges.realtime``).
 """

@@ -1,54 +1,58 @@
-"""``POST /v1/webrtc/offer``: a browser's peer connection made into a session.
+"""``/v1/webrtc``: a browser's peer connection made into a session of the native protocol.
 
-The client POSTs ``{"sdp", "type": "offer"}`` with its credential (as for ``/v1/session``: its
-budgets are read, and a key out of budget gets 429); the answer comes back once the gateway's
-candidates are gathered (aiortc does not trickle). The client's data channel carries the native
-protocol's JSON events both ways, ``session.start`` first; its audio track is the microphone,
-decoded to 48 kHz mono PCM16 for the session; the gateway's track carries the replies, paced
-at real time and cleared on barge-in. A failed or closed peer connection ends the session.
-ICE servers are none: the gateway's host candidates only (work in progress: STUN/TURN, a port
-range and the public address are issue 35's).
+- ``GET /v1/webrtc/config`` (the same credential): the ICE servers the browser's
+  ``RTCPeerConnection`` should use, TURN credentials minted for this user when
+  ``GATEWAY_WEBRTC_TURN_SECRET`` is set;
+- ``POST /v1/webrtc/offer``: ``{"sdp", "type": "offer"}`` with the client's credential (as for
+  ``/v1/session``: its origin, the session limit, its budgets: a key out of budget gets 429)
+  → ``{"sdp", "type": "answer"}``. The data channel the browser opened carries the native
+  protocol (``call``), ``session.start`` first.
+
+aiortc and PyAV (a third of a second to import) are loaded in a thread at the first offer, so
+a gateway nobody calls over WebRTC neither starts slower nor holds them. With
+``GATEWAY_WEBRTC_UDP_PORTS`` the ICE sockets bind within that range (``rtc.udp_ports``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from dataclasses import replace
+import importlib
+import time
+from types import ModuleType
 from typing import Any
 
-import av
 import orjson
 import structlog
 from aiohttp import web
-from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
-from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
-from gateway.admission import Admission, json_error
+from gateway.admission import Admission, bearer_or_query_token, json_error
 from gateway.config import Settings
-from gateway.edges.webrtc.audio_in import mono_pcm16
-from gateway.edges.webrtc.audio_out import RATE, PcmOutTrack
-from gateway.protocol import (
-    EndReason,
-    ErrorCode,
-    ErrorEvent,
-    ProtocolError,
-    ResponseDone,
-    ServerEvent,
-    SessionEnded,
-    SpeechStarted,
-)
-from gateway.protocol.client_events import AudioFormat, BinaryAudio, SessionStart
-from gateway.protocol.decode import decode_text
-from gateway.protocol.encode import encode
-from gateway.session import Session, SessionUser
+from gateway.edges.rtc.ice import browser_ice_servers
+from gateway.session import SessionUser
 from gateway.session.manager import SessionManager
-from gateway.session.outbound import Outbound, as_is
-from gateway.session.refusals import StartRefused
 
-__all__ = ["WebRtcRoutes"]
+__all__ = ["WebRtcRoutes", "read_offer"]
 
 _log = structlog.get_logger("webrtc")
+MAX_OFFER_BYTES = 64 * 1024
+
+
+def read_offer(body: bytes) -> str:
+    """The SDP of ``{"sdp": …, "type": "offer"}``; ValueError says what is wrong."""
+    if len(body) > MAX_OFFER_BYTES:
+        raise ValueError(f"the offer is over {MAX_OFFER_BYTES // 1024} KiB")
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise ValueError('the body must be JSON: {"sdp": …, "type": "offer"}') from None
+    if not isinstance(value, dict) or not isinstance(value.get("sdp"), str):
+        raise ValueError('the body must be {"sdp": …, "type": "offer"}')
+    if value.get("type", "offer") != "offer":
+        raise ValueError('"type" must be "offer"')
+    sdp: str = value["sdp"]
+    if not sdp.startswith("v=0"):
+        raise ValueError('"sdp" is not a session description (it starts with "v=0")')
+    return sdp
 
 
 class WebRtcRoutes:
@@ -56,158 +60,81 @@ class WebRtcRoutes:
         self._settings = settings
         self._admission = admission
         self._manager = manager
-        self._calls: set[_Call] = set()
+        self._calls: set[Any] = set()
+        self._loaded: ModuleType | None = None
+        self._loading: asyncio.Lock | None = None
+        self._options: Any = None
 
     def add_to(self, app: web.Application) -> None:
+        app.router.add_get("/v1/webrtc/config", self.config)
         app.router.add_post("/v1/webrtc/offer", self.offer)
+        app.on_shutdown.append(self._close_all)
+
+    async def config(self, request: web.Request) -> web.Response:
+        refused = self._admission.refuse_socket(request)
+        if refused is not None:
+            return refused
+        user = await self._admission.identify(bearer_or_query_token(request))
+        if isinstance(user, web.Response):
+            return user
+        settings = self._settings
+        secret = settings.webrtc_turn_secret
+        servers = browser_ice_servers(
+            settings.webrtc_ice_servers,
+            turn_secret=None if secret is None else secret.get_secret_value(),
+            user=user.user_id,
+            now=time.time(),
+            ttl_s=settings.webrtc_turn_ttl_s,
+        )
+        return web.json_response({"ice_servers": servers}, headers={"Cache-Control": "no-store"})
 
     async def offer(self, request: web.Request) -> web.Response:
-        if self._admission.draining:
-            return json_error(503, "draining", "the gateway is draining")
+        refused = self._admission.refuse_socket(request)
+        if refused is not None:
+            return refused
         user = await self._admission.user(request)
         if isinstance(user, web.Response):
             return user
         try:
-            body = orjson.loads(await request.read())
-            sdp, kind = body["sdp"], body.get("type", "offer")
-            if not isinstance(sdp, str) or kind != "offer":
-                raise ValueError
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-            return json_error(
-                400, "invalid_request", 'the body must be {"sdp": …, "type": "offer"}'
-            )
-        call = _Call(self._manager, user, self._settings.outbound_audio_frames, self._calls)
+            sdp = read_offer(await request.read())
+        except ValueError as exc:
+            return json_error(400, "invalid_request", str(exc))
+        return await self.answer(sdp, user)
+
+    async def answer(self, sdp: str, user: SessionUser) -> web.Response:
+        calls = await self._media()
+        call = calls.NativeCall(self._manager, user, self._options, self._calls)
         try:
             answer = await call.accept(sdp)
-        except ValueError as exc:  # aiortc refuses an SDP it cannot read
+        except ValueError as exc:  # aiortc refuses an SDP it cannot use
             await call.close()
             return json_error(400, "invalid_request", f"the offer is not usable: {exc}")
-        return web.json_response({"sdp": answer.sdp, "type": answer.type})
+        return web.json_response({"sdp": answer, "type": "answer"})
 
+    async def _media(self) -> ModuleType:
+        """The call module (aiortc, PyAV), imported once, off the event loop."""
+        if self._loaded is not None:
+            return self._loaded
+        if self._loading is None:
+            self._loading = asyncio.Lock()
+        async with self._loading:
+            if self._loaded is None:
+                module = await asyncio.to_thread(
+                    importlib.import_module, "gateway.edges.webrtc.call"
+                )
+                peer = importlib.import_module("gateway.edges.rtc.peer")
+                self._options = peer.PeerOptions(
+                    self._settings.webrtc_ice_servers,
+                    public_ip=self._settings.webrtc_public_ip,
+                    connect_timeout_s=self._settings.webrtc_connect_timeout_s,
+                )
+                ports = self._settings.webrtc_udp_ports
+                if ports is not None:
+                    udp_ports = importlib.import_module("gateway.edges.rtc.udp_ports")
+                    udp_ports.bind_in_range(asyncio.get_running_loop(), *ports)
+                self._loaded = module
+        return self._loaded
 
-class _Call:
-    """One peer connection and its session."""
-
-    def __init__(
-        self, manager: SessionManager, user: SessionUser, max_frames: int, calls: set[_Call]
-    ) -> None:
-        self._manager = manager
-        self._user = user
-        self._calls = calls
-        calls.add(self)
-        self._pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
-        self._out = PcmOutTrack()
-        self._channel: Any = None
-        self._session: Session | None = None
-        self._starting = False
-        self._tasks: set[asyncio.Task[None]] = set()
-        self.outbound: Outbound[ServerEvent] = Outbound(
-            self._on_event, self._on_audio, prepare=as_is, max_audio_frames=max_frames, ordered=True
-        )
-        self._writer = asyncio.create_task(self.outbound.run())
-        self._closed = False
-        pc = self._pc
-        pc.on("track", self._on_track)
-        pc.on("datachannel", self._on_datachannel)
-        pc.on("connectionstatechange", self._on_state)
-
-    async def accept(self, sdp: str) -> RTCSessionDescription:
-        await self._pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type="offer"))
-        answer = await self._pc.createAnswer()
-        await self._pc.setLocalDescription(answer)
-        return self._pc.localDescription
-
-    # the peer → the session ----------------------------------------------------------------
-
-    def _on_track(self, track: MediaStreamTrack) -> None:
-        if track.kind == "audio":
-            self._pc.addTrack(self._out)
-            self._spawn(self._read_audio(track))
-
-    async def _read_audio(self, track: MediaStreamTrack) -> None:
-        # Always drained: aiortc queues decoded frames without bound.
-        while True:
-            try:
-                frame = await track.recv()
-            except MediaStreamError:
-                return
-            session = self._session
-            if session is None or session.ended.is_set() or not isinstance(frame, av.AudioFrame):
-                continue
-            channels = len(frame.layout.channels)
-            pcm = mono_pcm16(frame.to_ndarray(), channels)
-            await session.on_client_event(BinaryAudio(pcm=pcm))
-
-    def _on_datachannel(self, channel: Any) -> None:
-        self._channel = channel
-        channel.on("message", lambda message: self._spawn(self._on_message(message)))
-
-    async def _on_message(self, message: str | bytes) -> None:
-        try:
-            event = decode_text(message)
-        except ProtocolError as exc:
-            self._send(ErrorEvent(code=exc.code, message=str(exc)))
-            return
-        session = self._session
-        if session is not None:
-            await session.on_client_event(event)
-            return
-        if not isinstance(event, SessionStart) or self._starting:
-            self._send(ErrorEvent(code=ErrorCode.NOT_STARTED, message="send session.start first"))
-            return
-        self._starting = True
-        # Both tracks are 48 kHz: the session's audio is, whatever session.start asked.
-        event = replace(event, audio=AudioFormat(input_rate=RATE, output_rate=RATE))
-        try:
-            self._session = await self._manager.start(event, self._user, self.outbound)
-        except StartRefused as refused:
-            self._send(refused.event)
-        finally:
-            self._starting = False
-
-    def _on_state(self) -> None:
-        if self._pc.connectionState in ("failed", "closed"):
-            self._spawn(self.close())
-
-    # the session → the peer ----------------------------------------------------------------
-
-    async def _on_event(self, event: ServerEvent) -> None:
-        match event:
-            case SpeechStarted():
-                self._out.clear()
-            case ResponseDone():
-                self._out.flush()
-            case _:
-                pass
-        self._send(event)
-        if isinstance(event, SessionEnded):
-            self._spawn(self.close())
-
-    async def _on_audio(self, pcm: bytes) -> None:
-        self._out.push(pcm)
-
-    def _send(self, event: ServerEvent) -> None:
-        channel = self._channel
-        if channel is not None and channel.readyState == "open":
-            channel.send(encode(event).decode())
-
-    def _spawn(self, work: Any) -> None:
-        task = asyncio.ensure_future(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        session = self._session
-        if session is not None:
-            if not session.ended.is_set():
-                await session.end(EndReason.CLIENT, "the peer connection closed")
-            await self._manager.forget(session)
-        self.outbound.close()
-        self._writer.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._writer
-        await self._pc.close()
-        self._calls.discard(self)
+    async def _close_all(self, _: web.Application) -> None:
+        for call in list(self._calls):
+            await call.close()
