@@ -78,6 +78,12 @@ class Metrics:
             registry=r,
             multiprocess_mode="livesum",
         )
+        self.webrtc_peers = Gauge(
+            "gateway_webrtc_peer_connections",
+            "Open WebRTC peer connections (/v1/webrtc and /v1/realtime/calls)",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
         self.frames = FrameCounts()
         self._flushed = FrameCounts()
         if self.multiprocess:

@@ -38,7 +38,9 @@ class PeerOptions:
         *,
         public_ip: str | None = None,
         connect_timeout_s: float = 15.0,
+        count: Callable[[int], None] | None = None,
     ) -> None:
+        """``count``: told +1 when a link opens and -1 when it closes (a gauge's ``inc``)."""
         # aioice uses one STUN and one TURN server: the first of each kind listed.
         self.servers = [
             RTCIceServer(urls=list(s.urls), username=s.username, credential=s.credential)
@@ -46,6 +48,7 @@ class PeerOptions:
         ]
         self.public_ip = public_ip
         self.connect_timeout_s = connect_timeout_s
+        self.count = count
 
 
 class PeerLink:
@@ -72,6 +75,8 @@ class PeerLink:
         self._closed = False
         self._connected = asyncio.Event()
         PeerLink.live += 1
+        if options.count is not None:
+            options.count(1)
         self._pc.on("track", self._on_track)
         self._pc.on("datachannel", self._on_datachannel)
         self._pc.on("connectionstatechange", self._on_state)
@@ -156,6 +161,8 @@ class PeerLink:
         self._closed = True
         self._gone = True  # closing it ourselves is no news to the edge
         PeerLink.live -= 1
+        if self._options.count is not None:
+            self._options.count(-1)
         current = asyncio.current_task()
         for task in list(self._tasks):
             if task is not current:

@@ -127,6 +127,7 @@ class WebRtcRoutes:
                     self._settings.webrtc_ice_servers,
                     public_ip=self._settings.webrtc_public_ip,
                     connect_timeout_s=self._settings.webrtc_connect_timeout_s,
+                    count=self._manager.metrics.webrtc_peers.inc,
                 )
                 ports = self._settings.webrtc_udp_ports
                 if ports is not None:
