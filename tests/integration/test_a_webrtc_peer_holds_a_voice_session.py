@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from harness import GatewayFactory, pcm_silence, pcm_tone, token
-from webrtc_kit import Peer, connect
+from webrtc_kit import LOUD, Peer, connect
 
 OFFER = "/v1/webrtc/offer"
 
@@ -94,3 +94,34 @@ async def test_a_bad_offer_is_refused_with_a_reason_and_opens_nothing(
     async with gateway.http.post(gateway.url + OFFER, json={"sdp": "v=0"}) as response:
         assert response.status == 401
     assert not gateway.manager.sessions
+
+
+async def test_a_barge_in_stops_the_reply_track_and_truncates_at_what_it_sent(
+    gateway_factory: GatewayFactory,
+) -> None:
+    # The local model hands over the reply's audio at once (pace 0): its response is done
+    # before it is heard, seconds of it wait in the reply track, and only what the track has
+    # sent may count as heard.
+    gateway = await gateway_factory()
+    peer = Peer()
+    try:
+        await connect(gateway.http, gateway.url + OFFER, token("alice"), peer)
+        peer.send({"type": "session.start", "mode": "voice"})
+        started = await peer.until_event("session.started")
+        peer.send({"type": "text.send", "text": "/say " + " ".join(["word"] * 80)})
+        done = await peer.until_event("response.done")
+        await peer.until(lambda: peer.loud_frames() >= 40)  # 800 ms of the reply heard
+        peer.microphone.push(pcm_tone(600, rate=48000) + pcm_silence(900, rate=48000))
+        await peer.until_event("speech.started")
+        heard_ms = peer.loud_frames() * 20
+        at = len(peer.levels)
+        # The track stopped at once: the frames in flight, then silence, not the 7 s left (the
+        # answer to the interruption comes once its 600 ms have ended, later than this).
+        await peer.until(lambda: len(peer.levels) >= at + 35)
+        assert max(peer.levels[at + 10 : at + 35]) <= LOUD
+    finally:
+        await peer.close()
+    session = gateway.manager.sessions[started["session_id"]]
+    ((rid, truncated_ms),) = session.transport.truncations  # type: ignore[attr-defined]
+    assert rid == done["response_id"]
+    assert heard_ms - 200 <= truncated_ms <= heard_ms + 300, (truncated_ms, heard_ms)
