@@ -125,3 +125,31 @@ async def test_a_barge_in_stops_the_reply_track_and_truncates_at_what_it_sent(
     ((rid, truncated_ms),) = session.transport.truncations  # type: ignore[attr-defined]
     assert rid == done["response_id"]
     assert heard_ms - 200 <= truncated_ms <= heard_ms + 300, (truncated_ms, heard_ms)
+
+
+async def test_a_resume_from_a_new_peer_connection_takes_over_a_live_one(
+    gateway_factory: GatewayFactory,
+) -> None:
+    """A browser that switched networks: its old peer connection still looks alive to the
+    gateway when the new one resumes. The new one gets the session; the old one is closed."""
+    gateway = await gateway_factory()
+    old, new = Peer(audio=False), Peer(audio=False)
+    try:
+        await connect(gateway.http, gateway.url + OFFER, token("alice"), old)
+        old.send({"type": "session.start", "mode": "text"})
+        started = await old.until_event("session.started")
+        await connect(gateway.http, gateway.url + OFFER, token("alice"), new)
+        resume = {"session_id": started["session_id"], "resume_token": started["resume_token"]}
+        new.send({"type": "session.start", "mode": "text", "resume": resume})
+        assert (await new.until_event("session.started"))["resumed"] is True
+        closed = asyncio.Event()
+        old.pc.on("connectionstatechange", lambda: closed.set())
+        if old.pc.connectionState != "closed":
+            await asyncio.wait_for(closed.wait(), 10)
+        assert old.pc.connectionState == "closed"
+        new.send({"type": "text.send", "text": "hello again"})
+        assert (await new.until_event("response.done"))["status"] == "completed"
+        assert "response.done" not in old.kinds()
+    finally:
+        await old.close()
+        await new.close()
