@@ -75,6 +75,24 @@ async def test_events_before_the_start_get_the_sockets_answers(
         await peer.close()
 
 
+async def test_the_channels_events_are_taken_in_order(gateway_factory: GatewayFactory) -> None:
+    """A text right behind its session.start waits for the session (not ``not_started``)."""
+    gateway = await gateway_factory()
+    peer = Peer(audio=False)
+    try:
+        await connect(gateway.http, gateway.url + OFFER, token("alice"), peer)
+        peer.send({"type": "session.start", "mode": "text"})
+        words = ("first", "second", "third")
+        for word in words:
+            peer.send({"type": "text.send", "text": word})
+        await peer.until(lambda: peer.kinds().count("response.done") == 3)
+        assert "error" not in peer.kinds()
+        texts = [e["text"] for e in peer.events if e["type"] == "response.done"]
+        assert texts == [f"You said: {word}" for word in words]
+    finally:
+        await peer.close()
+
+
 async def test_a_bad_offer_is_refused_with_a_reason_and_opens_nothing(
     gateway_factory: GatewayFactory,
 ) -> None:

@@ -79,6 +79,7 @@ class NativeCall:
         self._starting = False
         self._client_reports_playback = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self._inbox: asyncio.Queue[str | bytes] = asyncio.Queue()
         self.outbound: Outbound[ServerEvent] = Outbound(
             self._on_event,
             self._on_audio_out,
@@ -104,9 +105,11 @@ class NativeCall:
             await session.on_client_event(BinaryAudio(pcm=pcm))
 
     def _on_channel(self, channel: Channel) -> None:
-        channel.on("message", lambda message: self._spawn(self._on_message(message)))
+        channel.on("message", self._received)
+        self._spawn(self._read_inbox())
 
-    async def _on_message(self, message: str | bytes) -> None:
+    def _received(self, message: str | bytes) -> None:
+        # Spent here, as the message arrives: a flood never queues up.
         if not self._events.take(self._manager.clock.monotonic()):
             self._send(
                 ErrorEvent(
@@ -117,6 +120,15 @@ class NativeCall:
                 )
             )
             return
+        self._inbox.put_nowait(message)
+
+    async def _read_inbox(self) -> None:
+        """The channel's events, one at a time and in order (a ``text.send`` right behind its
+        ``session.start`` waits for the session)."""
+        while True:
+            await self._on_message(await self._inbox.get())
+
+    async def _on_message(self, message: str | bytes) -> None:
         event: Any = None
         try:
             event = decode_text(message, max_bytes=self._max_text)
