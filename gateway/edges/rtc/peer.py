@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import av
+import structlog
 from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
@@ -25,6 +26,8 @@ from gateway.edges.rtc.ice import announce_public_ip
 from gateway.rtc_settings import IceServer
 
 __all__ = ["Channel", "PeerLink", "PeerOptions"]
+
+_log = structlog.get_logger("webrtc")
 
 Channel = Any  # aiortc's RTCDataChannel: send(str), readyState, label, on("message")
 
@@ -123,7 +126,10 @@ class PeerLink:
                 return
             if isinstance(frame, av.AudioFrame):
                 channels = len(frame.layout.channels)
-                await self._on_audio(mono_pcm16(frame.to_ndarray(), channels))
+                try:
+                    await self._on_audio(mono_pcm16(frame.to_ndarray(), channels))
+                except Exception:  # a frame lost, never the drain (aiortc would queue on)
+                    _log.exception("webrtc_audio_in_failed")
 
     def _on_datachannel(self, channel: Channel) -> None:
         if self.channel is not None:

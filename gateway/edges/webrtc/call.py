@@ -101,8 +101,15 @@ class NativeCall:
 
     async def _audio_in(self, pcm: bytes) -> None:
         session = self.session
-        if session is not None and session.outbound is self.outbound and not session.ended.is_set():
-            await session.on_client_event(BinaryAudio(pcm=pcm))
+        if session is None or session.outbound is not self.outbound or session.ended.is_set():
+            return
+        # The socket's hot path; a frame it declines takes the event path, which says why.
+        try:
+            if not session.client.audio_now(pcm):
+                await session.on_client_event(BinaryAudio(pcm=pcm))
+        except Exception:  # handled (perhaps in part): never run it a second time
+            _log.exception("client_audio_failed", session_id=session.session_id)
+            session.error(ErrorCode.INTERNAL, "internal error handling that audio")
 
     def _on_channel(self, channel: Channel) -> None:
         channel.on("message", self._received)
