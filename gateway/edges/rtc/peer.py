@@ -19,6 +19,7 @@ import av
 import structlog
 from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+from aiortc.sdp import candidate_from_sdp
 
 from gateway.edges.rtc.audio_in import mono_pcm16
 from gateway.edges.rtc.audio_out import PcmOutTrack
@@ -73,6 +74,7 @@ class PeerLink:
         self._pc = RTCPeerConnection(RTCConfiguration(iceServers=options.servers))
         self.out = PcmOutTrack()
         self.channel: Channel | None = None
+        self.trickling = False  # the offer came without candidates: they follow
         self._tasks: set[asyncio.Task[None]] = set()
         self._gone = False
         self._closed = False
@@ -90,15 +92,34 @@ class PeerLink:
             raise ValueError("it has neither an audio track nor a data channel")
         pc = self._pc
         await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
-        # Browsers may leave end-of-candidates out of a complete offer: say it, or aioice
-        # waits for more remote candidates before it gives up on a pair.
-        await pc.addIceCandidate(None)
+        # An offer with candidates is complete (browsers leave end-of-candidates out): say so,
+        # or aioice waits for more before it gives up on a pair. One without any trickles
+        # them (``add_candidates``).
+        self.trickling = "\na=candidate:" not in offer_sdp
+        if not self.trickling:
+            await pc.addIceCandidate(None)
         await pc.setLocalDescription(await pc.createAnswer())
         self._spawn(self._connected_within(self._options.connect_timeout_s))
         sdp: str = pc.localDescription.sdp
         if self._options.public_ip is not None:
             sdp = announce_public_ip(sdp, self._options.public_ip)
         return sdp
+
+    async def add_candidates(
+        self, candidates: list[tuple[str, str | None, int | None]], *, done: bool
+    ) -> None:
+        """The browser's trickled candidates (``candidate:…`` lines, with ``sdpMid`` or
+        ``sdpMLineIndex``); ``done``: it has no more. ValueError: a line aiortc cannot read."""
+        for line, mid, index in candidates:
+            try:
+                candidate = candidate_from_sdp(line.removeprefix("a=").removeprefix("candidate:"))
+            except (ValueError, IndexError, AssertionError):  # aiortc's parser asserts
+                raise ValueError(f"not an ICE candidate: {line[:80]!r}") from None
+            candidate.sdpMid, candidate.sdpMLineIndex = mid, index
+            await self._pc.addIceCandidate(candidate)
+        if done and self.trickling:
+            self.trickling = False
+            await self._pc.addIceCandidate(None)
 
     def send(self, text: str) -> bool:
         channel = self.channel

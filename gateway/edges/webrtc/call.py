@@ -19,6 +19,7 @@ connection's ``session.start`` with ``resume`` picks it up within ``GATEWAY_RESU
 from __future__ import annotations
 
 import asyncio
+import secrets
 from dataclasses import replace
 from typing import Any
 
@@ -62,13 +63,15 @@ class NativeCall:
         manager: SessionManager,
         user: SessionUser,
         options: PeerOptions,
-        calls: set[NativeCall],
+        calls: dict[str, NativeCall],
     ) -> None:
         settings = manager.settings
         self._manager = manager
         self._user = user
+        self.user_id = user.user_id
+        self.call_id = "rtc_" + secrets.token_hex(12)
         self._calls = calls
-        calls.add(self)
+        calls[self.call_id] = self
         self.link = PeerLink(
             options, on_audio=self._audio_in, on_channel=self._on_channel, on_gone=self._on_gone
         )
@@ -288,7 +291,7 @@ class NativeCall:
         except (TimeoutError, ConnectionError):
             self._writer.cancel()
         await self.link.close()
-        self._calls.discard(self)
+        self._calls.pop(self.call_id, None)
         current = asyncio.current_task()
         for task in list(self._tasks):
             if task is not current:

@@ -5,8 +5,11 @@
   ``GATEWAY_WEBRTC_TURN_SECRET`` is set;
 - ``POST /v1/webrtc/offer``: ``{"sdp", "type": "offer"}`` with the client's credential (as for
   ``/v1/session``: its origin, the session limit, its budgets: a key out of budget gets 429)
-  → ``{"sdp", "type": "answer"}``. The data channel the browser opened carries the native
-  protocol (``call``), ``session.start`` first.
+  → ``{"sdp", "type": "answer", "call_id"}``. The data channel the browser opened carries the
+  native protocol (``call``), ``session.start`` first;
+- ``PATCH /v1/webrtc/calls/{call_id}``: ``{"candidates": [{"candidate", "sdpMid"?,
+  "sdpMLineIndex"?}], "done"?}``, the browser's candidates when its offer came without any
+  (trickle ICE), from the same user.
 
 aiortc and PyAV (a third of a second to import) are loaded in a thread at the first offer, so
 a gateway nobody calls over WebRTC neither starts slower nor holds them. With
@@ -31,7 +34,7 @@ from gateway.edges.rtc.ice import browser_ice_servers
 from gateway.session import SessionUser
 from gateway.session.manager import SessionManager
 
-__all__ = ["WebRtcRoutes", "read_offer"]
+__all__ = ["WebRtcRoutes", "read_candidates", "read_offer"]
 
 _log = structlog.get_logger("webrtc")
 MAX_OFFER_BYTES = 64 * 1024
@@ -55,12 +58,45 @@ def read_offer(body: bytes) -> str:
     return sdp
 
 
+def read_candidates(body: bytes) -> tuple[list[tuple[str, str | None, int | None]], bool]:
+    """``{"candidates": [{"candidate", "sdpMid"?, "sdpMLineIndex"?}], "done"?}`` → the lines
+    and whether the browser has no more; ValueError names the field."""
+    if len(body) > MAX_OFFER_BYTES:
+        raise ValueError(f"the body is over {MAX_OFFER_BYTES // 1024} KiB")
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise ValueError('the body must be JSON: {"candidates": [...], "done": …}') from None
+    if not isinstance(value, dict) or not isinstance(value.get("candidates", []), list):
+        raise ValueError('"candidates" must be a list')
+    done = value.get("done", False)
+    if not isinstance(done, bool):
+        raise ValueError('"done" must be true or false')
+    lines = []
+    for index, entry in enumerate(value.get("candidates", [])):
+        where = f"candidates[{index}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("candidate"), str):
+            raise ValueError(f'{where}: needs "candidate", the a=candidate line')
+        mid, line_index = entry.get("sdpMid"), entry.get("sdpMLineIndex")
+        if mid is not None and not isinstance(mid, str):
+            raise ValueError(f"{where}.sdpMid: must be a string")
+        if line_index is not None and (type(line_index) is not int or line_index < 0):
+            raise ValueError(f"{where}.sdpMLineIndex: must be a whole number")
+        if mid is None and line_index is None:
+            raise ValueError(f"{where}: needs sdpMid or sdpMLineIndex")
+        if entry["candidate"]:  # an empty one is the browser's end of candidates
+            lines.append((entry["candidate"], mid, line_index))
+        else:
+            done = True
+    return lines, done
+
+
 class WebRtcRoutes:
     def __init__(self, settings: Settings, admission: Admission, manager: SessionManager) -> None:
         self._settings = settings
         self._admission = admission
         self._manager = manager
-        self._calls: set[Any] = set()
+        self._calls: dict[str, Any] = {}
         self._loaded: ModuleType | None = None
         self._loading: asyncio.Lock | None = None
         self._options: Any = None
@@ -68,6 +104,7 @@ class WebRtcRoutes:
     def add_to(self, app: web.Application) -> None:
         app.router.add_get("/v1/webrtc/config", self.config)
         app.router.add_post("/v1/webrtc/offer", self.offer)
+        app.router.add_patch("/v1/webrtc/calls/{call_id}", self.candidates)
         app.on_shutdown.append(self._close_all)
 
     async def config(self, request: web.Request) -> web.Response:
@@ -109,7 +146,24 @@ class WebRtcRoutes:
         except ValueError as exc:  # aiortc refuses an SDP it cannot use
             await call.close()
             return json_error(400, "invalid_request", f"the offer is not usable: {exc}")
-        return web.json_response({"sdp": answer, "type": "answer"})
+        return web.json_response({"sdp": answer, "type": "answer", "call_id": call.call_id})
+
+    async def candidates(self, request: web.Request) -> web.Response:
+        refused = self._admission.refuse_socket(request)
+        if refused is not None:
+            return refused
+        user = await self._admission.identify(bearer_or_query_token(request))
+        if isinstance(user, web.Response):
+            return user
+        call = self._calls.get(request.match_info["call_id"])
+        if call is None or call.user_id != user.user_id:
+            return json_error(404, "not_found", "no such call of yours (it may have ended)")
+        try:
+            lines, done = read_candidates(await request.read())
+            await call.link.add_candidates(lines, done=done)
+        except ValueError as exc:
+            return json_error(400, "invalid_request", str(exc))
+        return web.Response(status=204)
 
     async def _media(self) -> ModuleType:
         """The call module (aiortc, PyAV), imported once, off the event loop."""
@@ -137,5 +191,5 @@ class WebRtcRoutes:
         return self._loaded
 
     async def _close_all(self, _: web.Application) -> None:
-        for call in list(self._calls):
+        for call in list(self._calls.values()):
             await call.close()
