@@ -55,7 +55,7 @@ class Peer:
         return sdp
 
     async def answered(self, answer: dict[str, Any]) -> None:
-        await self.pc.setRemoteDescription(RTCSessionDescription(**answer))
+        await self.pc.setRemoteDescription(RTCSessionDescription(answer["sdp"], answer["type"]))
         await asyncio.wait_for(self.opened.wait(), 10)
 
     def send(self, event: dict[str, Any]) -> None:
