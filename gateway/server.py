@@ -1,10 +1,10 @@
 """The gateway's aiohttp application: its routes, the plain endpoints, start-up and shutdown.
 
 The client edges (``gateway.edges``) serve the sockets: ``/v1/session`` (``NativeRoutes``),
-``/v1/realtime`` (``RealtimeCompatRoutes``), and the phone lines (``gateway.phone_lines``:
-every carrier's answer webhook and ``/phone/media``). Each is built here with what it needs;
-this module keeps the health, readiness and metrics endpoints, the browser demo's static files,
-and the order of shutdown.
+``/v1/realtime`` (``RealtimeCompatRoutes``) and OpenAI's WebRTC interface beside it
+phone lines (``gateway.phone_lines``: every carrier's answer webhook and ``/phone/media``).
+Each is built here with what it needs; this module keeps the health, readiness and metrics
+endpoints, the browser demo's static files, and the order of shutdown.
 """
 
 from __future__ import annotations
@@ -72,6 +72,8 @@ class GatewayServer:
     governance: Governance | None = None
     admin: AdminRoutes | None = None
     revocations: RevocationWatch | None = None
+    # The native WebRTC edge, once app() has built it (its calls, for the operator and tests).
+    webrtc: WebRtcRoutes | None = None
 
     @property
     def draining(self) -> bool:
@@ -93,7 +95,8 @@ class GatewayServer:
         app.router.add_static("/static/", STATIC_DIR, append_version=False)
         compat = RealtimeCompatRoutes(self.settings, self.admission, self.manager)
         app.router.add_get("/v1/realtime", compat.realtime)
-        WebRtcRoutes(self.settings, self.admission, self.manager).add_to(app)
+        self.webrtc = WebRtcRoutes(self.settings, self.admission, self.manager)
+        self.webrtc.add_to(app)
         add_phone_routes(
             app,
             self.settings,

@@ -171,3 +171,19 @@ async def test_a_resume_from_a_new_peer_connection_takes_over_a_live_one(
     finally:
         await old.close()
         await new.close()
+
+
+async def test_the_input_rate_stays_the_tracks(gateway_factory: GatewayFactory) -> None:
+    gateway = await gateway_factory()
+    peer = Peer()
+    try:
+        await connect(gateway.http, gateway.url + OFFER, token("alice"), peer)
+        peer.send({"type": "session.start", "mode": "voice"})
+        started = await peer.until_event("session.started")
+        peer.send({"type": "session.update", "audio": {"input_rate": 16000}, "event_id": "e1"})
+        error = await peer.until_event("error")
+        assert (error["code"], error["event_id"]) == ("invalid_event", "e1")
+        assert "audio.input_rate" in error["message"]
+        assert gateway.manager.sessions[started["session_id"]].profile.input_rate == 48000
+    finally:
+        await peer.close()

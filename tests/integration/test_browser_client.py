@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_kit import CHROMIUM_FLAGS, CuttableProxy, chromium_path, write_voice_wav
+from browser_kit import (
+    CHROMIUM_FLAGS,
+    CuttableProxy,
+    chromium_path,
+    over_websocket,
+    write_voice_wav,
+)
 from harness import Gateway, GatewayFactory, token
 
 from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
@@ -72,7 +78,7 @@ async def open_page(browser: Browser, url: str) -> tuple[Page, list[str]]:
     page = await browser.new_page()
     problems: list[str] = []
     page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
-    await page.goto(url)
+    await page.goto(over_websocket(url))
     await page.wait_for_selector("body[data-ready=true]")
     return page, problems
 

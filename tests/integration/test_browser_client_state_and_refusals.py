@@ -24,7 +24,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from browser_kit import CHROMIUM_FLAGS, CuttableProxy, chromium_path, write_voice_wav
+from browser_kit import (
+    CHROMIUM_FLAGS,
+    CuttableProxy,
+    chromium_path,
+    over_websocket,
+    write_voice_wav,
+)
 from harness import Gateway, GatewayFactory, token
 
 CHROMIUM = chromium_path()
@@ -156,7 +162,7 @@ async def open_page(browser: Browser, url: str) -> tuple[Page, Wire, list[str]]:
     problems: list[str] = []
     page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
     wire = Wire(page)
-    await page.goto(url)
+    await page.goto(over_websocket(url))
     await page.wait_for_selector("body[data-ready=true]")
     return page, wire, problems
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import redis.asyncio as redis
-from browser_kit import CHROMIUM_FLAGS, CuttableProxy, chromium_path
+from browser_kit import CHROMIUM_FLAGS, CuttableProxy, chromium_path, over_websocket
 from cluster_kit import Cluster, cluster
 from redis_kit import RedisServer
 
@@ -98,7 +98,7 @@ async def test_the_browser_page_resumes_on_another_node_when_its_node_drains(
             page = await browser.new_page()
             problems: list[str] = []
             page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
-            await page.goto(f"http://127.0.0.1:{balancer.port}/")
+            await page.goto(over_websocket(f"http://127.0.0.1:{balancer.port}/"))
             await page.wait_for_selector("body[data-ready=true]")
             await page.select_option("[data-testid=mode]", "text")
             await page.click("[data-testid=connect]")

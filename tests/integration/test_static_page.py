@@ -16,6 +16,7 @@ async def test_index_and_modules_are_served(gateway: Gateway) -> None:
     modules = [
         "js/main.js",
         "js/connection.js",
+        "js/webrtc.js",
         "js/audio.js",
         "js/ui.js",
         "js/pcm.js",

@@ -186,7 +186,7 @@ class PeerLink:
         if self._closed:
             return
         self._closed = True
-        self._gone = True  # closing it ourselves is no news to the edge
+        self._gone_because("closed")  # once: the edge's own close is told, and returns at once
         PeerLink.live -= 1
         if self._options.count is not None:
             self._options.count(-1)

@@ -40,6 +40,7 @@ from gateway.protocol import (
     ServerEvent,
     SessionEnd,
     SessionEnded,
+    SessionUpdate,
     SpeechStarted,
 )
 from gateway.protocol.client_events import AudioFormat, BinaryAudio, SessionStart
@@ -96,6 +97,7 @@ class NativeCall:
             settings.session_start_timeout_s, self._start_timed_out
         )
         self._closed = False
+        self.closed = asyncio.Event()  # set once close() has let everything go
 
     async def accept(self, offer_sdp: str) -> str:
         return await self.link.accept(offer_sdp)
@@ -145,6 +147,13 @@ class NativeCall:
             if self.session is not None:
                 if isinstance(event, AudioPlayback):
                     self._client_reports_playback = True
+                elif isinstance(event, SessionUpdate) and event.input_rate not in (None, RATE):
+                    raise ProtocolError(
+                        ErrorCode.INVALID_EVENT,
+                        "session.update: 'audio.input_rate' is 48000 over WebRTC (the "
+                        "microphone track's rate); it cannot change",
+                        event_id=event.event_id,
+                    )
                 await self.session.on_client_event(event)
             else:
                 await self._before_start(event)
@@ -292,6 +301,7 @@ class NativeCall:
             self._writer.cancel()
         await self.link.close()
         self._calls.pop(self.call_id, None)
+        self.closed.set()
         current = asyncio.current_task()
         for task in list(self._tasks):
             if task is not current:

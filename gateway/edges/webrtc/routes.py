@@ -107,6 +107,18 @@ class WebRtcRoutes:
         app.router.add_patch("/v1/webrtc/calls/{call_id}", self.candidates)
         app.on_shutdown.append(self._close_all)
 
+    def call_for(self, session_id: str) -> Any:
+        """The ``NativeCall`` carrying that session now, or None."""
+        for call in self._calls.values():
+            session = call.session
+            if (
+                session is not None
+                and session.session_id == session_id
+                and session.outbound is call.outbound
+            ):
+                return call
+        return None
+
     async def config(self, request: web.Request) -> web.Response:
         refused = self._admission.refuse_socket(request)
         if refused is not None:

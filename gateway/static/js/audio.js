@@ -27,6 +27,11 @@ export class Microphone {
     return this.context !== null;
   }
 
+  // The microphone's track (what a peer connection sends), or null when it is off.
+  get track() {
+    return this.stream === null ? null : this.stream.getAudioTracks()[0] || null;
+  }
+
   async start() {
     if (this.context !== null) return;
     if (!navigator.mediaDevices || !navigator.mediaDevices.getUserMedia) {

@@ -1,11 +1,22 @@
-// The session socket: session.start, events in and out, and resume after a dropped socket.
+// The session: session.start, events in and out, and resume after a dropped connection.
 //
 // States (the "state" event's detail.state): "connecting", "live", "reconnecting",
 // "resumed" (then live again), "ended" (session.ended or a deliberate end) and "failed"
 // (never started, or could not resume). A session the gateway moves to another node
-// ("session.moving", on a deploy) is resumed through the same URL at once. Server events arrive as "server" events, audio as
-// "audio" events (detail: ArrayBuffer). Events queued while reconnecting come back in a
-// "flushed" event once sent after the resume, or in an "unsent" event if they never will be.
+// ("session.moving", on a deploy) is resumed through the same URL at once. Server events
+// arrive as "server" events, audio as "audio" events (detail: ArrayBuffer). Events queued
+// while reconnecting come back in a "flushed" event once sent after the resume, or in an
+// "unsent" event if they never will be. Each connection that opens is announced in a
+// "transport" event (detail: {transport: "websocket" | "webrtc", fallback: why the page is not
+// on WebRTC, or null}).
+//
+// What carries the events is a link: by default a WebSocket to /v1/session (`SocketLink`);
+// `dial(startEvent, session)` may hand out another kind (webrtc.js: a peer connection, or
+// WebRTC falling back to the socket). A link has `transport`, `fallback`, `start(handlers)`
+// (handlers: open(), message(text), audio(ArrayBuffer), close({code, reason, opened})),
+// `send(text)` and `sendAudio(pcm)` (false when it cannot take them now), `close()` (the
+// handlers hear nothing more), `finished()` (the session is over) and `refusal()` (why it never
+// opened).
 
 export const RESUME_WINDOW_MS = 30000; // the gateway's default resume window
 const MAX_BUFFERED_AUDIO_BYTES = 64 * 1024; // ≈ 2 s of 16 kHz PCM16 not yet on the wire
@@ -26,13 +37,87 @@ export function sessionUrl(location, token) {
   return url.toString();
 }
 
+// The session's events on a WebSocket to /v1/session, the microphone as binary frames.
+export class SocketLink {
+  constructor(url) {
+    this.url = url;
+    this.transport = "websocket";
+    this.fallback = null;
+    this.socket = null;
+  }
+
+  start(handlers) {
+    const socket = new WebSocket(this.url); // throws on a malformed URL
+    socket.binaryType = "arraybuffer";
+    this.socket = socket;
+    let opened = false;
+    socket.onopen = () => {
+      opened = true;
+      handlers.open();
+    };
+    socket.onmessage = (message) => {
+      if (socket !== this.socket) return;
+      if (typeof message.data === "string") handlers.message(message.data);
+      else handlers.audio(message.data);
+    };
+    socket.onclose = (close) => {
+      if (socket !== this.socket) return;
+      this.socket = null;
+      handlers.close({ code: close.code, reason: close.reason, opened });
+    };
+  }
+
+  send(text) {
+    if (!this.socket || this.socket.readyState !== WebSocket.OPEN) return false;
+    this.socket.send(text);
+    return true;
+  }
+
+  // What is captured while the socket is down, or while a stalled link has not taken the last
+  // seconds yet, is dropped: late speech is worse than none.
+  sendAudio(pcm) {
+    const socket = this.socket;
+    if (!socket || socket.readyState !== WebSocket.OPEN) return false;
+    if (socket.bufferedAmount > MAX_BUFFERED_AUDIO_BYTES) return false;
+    socket.send(pcm);
+    return true;
+  }
+
+  close() {
+    const socket = this.socket;
+    this.socket = null;
+    if (socket && socket.readyState <= WebSocket.OPEN) socket.close(1000);
+  }
+
+  finished() {} // the gateway closes the socket after session.ended
+
+  // The gateway answers a plain GET of the socket's URL with the same admission check as the
+  // upgrade, so its JSON error says why the socket was refused (token, origin, rate limit).
+  async refusal() {
+    let response;
+    try {
+      response = await fetch(this.url.replace(/^ws/, "http"), { cache: "no-store" });
+    } catch {
+      return "could not reach the gateway";
+    }
+    try {
+      const body = await response.json();
+      if (body && body.error) return `${body.error.code}: ${body.error.message}`;
+    } catch {
+      // not the gateway's JSON error: the status is all there is to say
+    }
+    return `the gateway refused the connection (HTTP ${response.status})`;
+  }
+}
+
 export class GatewayConnection extends EventTarget {
-  constructor({ url, start, clock = () => performance.now() }) {
+  constructor({ url, start, clock = () => performance.now(), dial = null }) {
     super();
     this.url = url;
     this.start = start; // the session.start event (without resume)
     this.clock = clock;
-    this.socket = null;
+    this.dial = dial || (() => new SocketLink(url));
+    this.link = null;
     this.session = null; // the last session.started
     this.state = "idle";
     this.dropAt = null;
@@ -52,10 +137,7 @@ export class GatewayConnection extends EventTarget {
   // Sends a client event: "sent", "queued" (while reconnecting: it goes after the resume, or
   // comes back in an "unsent" event if the session cannot be resumed), or null (not connected).
   send(event) {
-    if (this.state === "live" && this.socket && this.socket.readyState === WebSocket.OPEN) {
-      this.socket.send(JSON.stringify(event));
-      return "sent";
-    }
+    if (this.state === "live" && this.link && this.link.send(JSON.stringify(event))) return "sent";
     if (this.state === "reconnecting") {
       this.outbox.push(event);
       return "queued";
@@ -63,23 +145,27 @@ export class GatewayConnection extends EventTarget {
     return null;
   }
 
-  // Microphone audio: live audio only. What is captured while the socket is down, or while a
-  // stalled link has not taken the last seconds yet, is dropped: late speech is worse than none.
+  // Microphone audio as binary frames: live audio only (a link that carries the microphone
+  // otherwise, a WebRTC track, takes none).
   sendAudio(pcm) {
-    const socket = this.socket;
-    if (this.state !== "live" || !socket || socket.readyState !== WebSocket.OPEN) return false;
-    if (socket.bufferedAmount > MAX_BUFFERED_AUDIO_BYTES) return false;
-    socket.send(pcm);
-    return true;
+    return this.state === "live" && this.link !== null && this.link.sendAudio(pcm);
+  }
+
+  // The transport of the link in use ("websocket", "webrtc"), or null.
+  get transport() {
+    return this.link === null ? null : this.link.transport;
+  }
+
+  // The WebSocket in use, or null (none, or the session is on WebRTC).
+  get socket() {
+    return (this.link !== null && this.link.transport === "websocket" && this.link.socket) || null;
   }
 
   end(reason = "user") {
     this.closing = true;
     clearTimeout(this.timer);
-    if (this.socket && this.socket.readyState === WebSocket.OPEN && this.session) {
-      this.socket.send(JSON.stringify({ type: "session.end", reason }));
-    } else {
-      if (this.socket) this.socket.close(1000);
+    if (!(this.link && this.session && this.link.send(JSON.stringify({ type: "session.end", reason })))) {
+      this.drop();
       this.setState("ended", { reason: "client" });
     }
   }
@@ -88,53 +174,57 @@ export class GatewayConnection extends EventTarget {
     this.state = state;
     if (state === "failed" || state === "ended") {
       clearTimeout(this.timer);
+      if (this.link) this.link.finished(); // a peer connection closes; a socket, the gateway closes
+      this.link = null;
       const unsent = this.outbox.splice(0);
       if (unsent.length) this.dispatchEvent(new CustomEvent("unsent", { detail: unsent }));
     }
     this.dispatchEvent(new CustomEvent("state", { detail: { state, ...extra } }));
   }
 
-  // Gives up this socket (the server is told nothing more).
+  // Gives up this link (the server is told nothing more).
   drop() {
-    const socket = this.socket;
-    this.socket = null;
-    if (socket && socket.readyState <= WebSocket.OPEN) socket.close(1000);
+    const link = this.link;
+    this.link = null;
+    if (link) link.close();
   }
 
   connect(startEvent) {
-    let socket;
+    const link = this.dial(startEvent, this.session);
+    this.link = link;
     try {
-      socket = new WebSocket(this.url);
+      link.start({
+        open: () => {
+          if (link !== this.link) return;
+          this.dispatchEvent(
+            new CustomEvent("transport", { detail: { transport: link.transport, fallback: link.fallback } }),
+          );
+          link.send(JSON.stringify(startEvent));
+        },
+        message: (text) => {
+          if (link !== this.link) return;
+          let event;
+          try {
+            event = JSON.parse(text);
+          } catch {
+            return; // the gateway only sends JSON; nothing sensible to do with anything else
+          }
+          this.handle(event);
+        },
+        audio: (pcm) => {
+          if (link === this.link) this.dispatchEvent(new CustomEvent("audio", { detail: pcm }));
+        },
+        close: (close) => {
+          if (link !== this.link) return;
+          this.link = null;
+          this.lastLink = link;
+          this.closed(close, close.opened);
+        },
+      });
     } catch (error) {
+      this.link = null;
       this.setState("failed", { message: String(error.message || error) });
-      return;
     }
-    socket.binaryType = "arraybuffer";
-    this.socket = socket;
-    let opened = false;
-    socket.onopen = () => {
-      opened = true;
-      socket.send(JSON.stringify(startEvent));
-    };
-    socket.onmessage = (message) => {
-      if (socket !== this.socket) return;
-      if (typeof message.data !== "string") {
-        this.dispatchEvent(new CustomEvent("audio", { detail: message.data }));
-        return;
-      }
-      let event;
-      try {
-        event = JSON.parse(message.data);
-      } catch {
-        return; // the gateway only sends JSON; nothing sensible to do with anything else
-      }
-      this.handle(event);
-    };
-    socket.onclose = (close) => {
-      if (socket !== this.socket) return;
-      this.socket = null;
-      this.closed(close, opened);
-    };
   }
 
   handle(event) {
@@ -184,9 +274,7 @@ export class GatewayConnection extends EventTarget {
     } else if (event.type === "error" && this.state === "reconnecting") {
       // A resume attempt refused for another reason (rate_limited…): this try is over.
       this.dispatchEvent(new CustomEvent("server", { detail: event }));
-      const socket = this.socket;
-      this.socket = null;
-      if (socket) socket.close(1000);
+      this.drop();
       this.scheduleResume({ code: 1000 });
       return;
     }
@@ -200,7 +288,7 @@ export class GatewayConnection extends EventTarget {
     }
     if (this.session === null) {
       // Never started: a refused upgrade shows up as 1006 with no reason, so ask the server why.
-      const why = opened ? close.reason || `closed with ${close.code}` : await this.refusal();
+      const why = opened ? close.reason || `closed with ${close.code}` : await this.lastLink.refusal();
       this.setState("failed", { message: why });
       return;
     }
@@ -224,23 +312,5 @@ export class GatewayConnection extends EventTarget {
       const { session_id, resume_token } = this.session;
       this.connect({ ...this.start, mode: this.session.mode, resume: { session_id, resume_token } });
     }, delay);
-  }
-
-  // The gateway answers a plain GET of the socket's URL with the same admission check as the
-  // upgrade, so its JSON error says why the socket was refused (token, origin, rate limit).
-  async refusal() {
-    let response;
-    try {
-      response = await fetch(this.url.replace(/^ws/, "http"), { cache: "no-store" });
-    } catch {
-      return "could not reach the gateway";
-    }
-    try {
-      const body = await response.json();
-      if (body && body.error) return `${body.error.code}: ${body.error.message}`;
-    } catch {
-      // not the gateway's JSON error: the status is all there is to say
-    }
-    return `the gateway refused the connection (HTTP ${response.status})`;
   }
 }

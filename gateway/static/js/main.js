@@ -1,8 +1,18 @@
-// The demo client's composition root: wires the socket, the audio and the view together.
+// The demo client's composition root: wires the connection, the audio and the view together.
+// The connection is a peer connection (webrtc.js) when it can be, else the WebSocket.
 import { Microphone, Speaker } from "./audio.js";
 import { GatewayConnection, sessionUrl } from "./connection.js";
 import { captureRate } from "./pcm.js";
-import { ConfirmationDialog, ToolTimeline, Transcript, showBanner, showError, showStatus } from "./ui.js";
+import {
+  ConfirmationDialog,
+  ToolTimeline,
+  Transcript,
+  showBanner,
+  showError,
+  showStatus,
+  showTransport,
+} from "./ui.js";
+import { RTC_RATE, Transports, transportChoice } from "./webrtc.js";
 
 const OUTPUT_RATE = 24000;
 const INPUT_RATE = 16000;
@@ -11,7 +21,10 @@ const PLAYBACK_REPORT_MS = 250; // audio.playback at most 4 times a second per r
 const $ = (id) => document.getElementById(id);
 const query = new URLSearchParams(location.search);
 
-// Counters the end-to-end test reads (and anyone debugging audio).
+// Counters the end-to-end tests read (and anyone debugging audio). Over the WebSocket the
+// microphone's frames and the reply's samples are counted here; over WebRTC `rtc` has the
+// peer connection's own counters (pc.getStats(): the microphone's packets sent, the reply's
+// packets, samples, level and energy received), `peerConnections` how many opened.
 const stats = {
   framesSent: 0,
   playedSamples: 0,
@@ -19,9 +32,16 @@ const stats = {
   underruns: 0,
   resumes: 0,
   captureRate: INPUT_RATE,
+  transport: null,
+  peerConnections: 0,
+  rtc: null,
 };
+// The server events of the page's sessions, in order (type and ids), for tests and debugging.
+const MAX_EVENTS = 500;
+const events = [];
 
 let connection = null;
+let transports = null;
 let mode = "voice";
 let currentResponse = null; // the response whose audio is arriving
 // Per session (ids restart with each new session): cleared by newSession().
@@ -85,7 +105,12 @@ function send(event) {
 
 // Capture at the rate the upstream takes, so the gateway never resamples the microphone:
 // tell the gateway first, then switch (frames of the old rate still in flight are dropped).
+// Over WebRTC the microphone is the track's 48 kHz Opus, whatever the upstream takes.
 function followUpstreamRate(audio) {
+  if (!onWebSocket()) {
+    stats.captureRate = RTC_RATE;
+    return;
+  }
   const { rate, switchTo } = captureRate(audio);
   if (switchTo !== null) send({ type: "session.update", audio: { input_rate: switchTo } });
   microphone.setRate(rate);
@@ -130,12 +155,14 @@ function setInputsEnabled(live) {
   for (const id of ["text", "send", "cancel", "disconnect"]) $(id).disabled = !live;
   $("connect").disabled = live;
   $("token").disabled = live;
+  $("transport-choice").disabled = live;
 }
 
 async function startMicrophone() {
   try {
     await microphone.start();
     $("mic-state").textContent = "mic on";
+    if (transports !== null) transports.setMicrophone(microphone.track);
     return true;
   } catch (error) {
     showError(`microphone unavailable: ${error.message || error}`);
@@ -145,8 +172,13 @@ async function startMicrophone() {
 }
 
 async function stopMicrophone() {
+  if (transports !== null) transports.setMicrophone(null);
   await microphone.stop();
   $("mic-state").textContent = "mic off";
+}
+
+function onWebSocket() {
+  return connection !== null && connection.transport === "websocket";
 }
 
 async function connect() {
@@ -168,8 +200,29 @@ async function connect() {
     metadata: { client: "browser-demo" },
   };
   if (query.get("provider")) start.provider = query.get("provider");
-  connection = new GatewayConnection({ url: sessionUrl(location, token), start });
+  const choice = $("transport-choice").value;
+  transports = new Transports({
+    choice,
+    socketUrl: sessionUrl(location, token),
+    origin: location.origin,
+    token,
+    player: $("remote-audio"),
+    onStats(rtc) {
+      stats.rtc = rtc;
+    },
+  });
+  transports.setMicrophone(microphone.track);
+  stats.transport = null;
+  showTransport(null, "connecting…");
+  connection = new GatewayConnection({ url: sessionUrl(location, token), start, dial: transports.dial });
   connection.addEventListener("state", (event) => onState(event.detail));
+  connection.addEventListener("transport", (event) => {
+    const { transport, fallback } = event.detail;
+    stats.transport = transport;
+    if (transport === "webrtc") stats.peerConnections += 1;
+    const why = fallback ? `WebRTC unavailable: ${fallback}` : choice === transport ? "chosen" : "";
+    showTransport(transport, why);
+  });
   connection.addEventListener("server", (event) => onServerEvent(event.detail));
   connection.addEventListener("audio", (event) => {
     if (currentResponse === null) return;
@@ -238,6 +291,7 @@ function onState(detail) {
       finish();
       break;
     case "failed":
+      if (stats.transport === null) showTransport(null, ""); // it never connected
       showStatus("failed", "failed");
       showBanner(detail.message, "bad");
       finish();
@@ -252,13 +306,23 @@ function finish() {
   stopMicrophone();
 }
 
+function record(event) {
+  const { type, response_id, status, code, role } = event;
+  events.push({ at: performance.now(), type, response_id, status, code, role, transport: stats.transport });
+  if (events.length > MAX_EVENTS) events.shift();
+}
+
 function onServerEvent(event) {
+  record(event);
   switch (event.type) {
     case "session.started":
       if (!event.resumed) newSession(event);
       mode = event.mode;
       $("mode").value = event.mode;
-      if (event.audio && event.audio.output_rate !== speaker.rate) speaker.open(event.audio.output_rate);
+      // Over WebRTC the replies play from the peer connection's track, not the speaker.
+      if (onWebSocket() && event.audio && event.audio.output_rate !== speaker.rate) {
+        speaker.open(event.audio.output_rate);
+      }
       break;
     case "session.updated":
       mode = event.mode;
@@ -377,5 +441,12 @@ $("mode").addEventListener("change", async () => {
 });
 
 $("token").value = query.get("token") || "";
-window.demo = { stats, get connection() { return connection; } };
+$("transport-choice").value = transportChoice(location.search);
+window.demo = {
+  stats,
+  events,
+  get connection() {
+    return connection;
+  },
+};
 document.body.dataset.ready = "true";

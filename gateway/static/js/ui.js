@@ -313,3 +313,13 @@ export function showError(text) {
   const list = $("errors");
   list.prepend(element("li", "", text));
 }
+
+// Which transport carries the session ("webrtc", "websocket", null: none yet), and why (a
+// fallback's reason, "chosen" when the user asked for it).
+export function showTransport(transport, why) {
+  const indicator = $("transport");
+  indicator.dataset.transport = transport || "";
+  indicator.textContent = transport === "webrtc" ? "WebRTC" : transport === "websocket" ? "WebSocket" : "no transport";
+  indicator.title = why || "what carries the session";
+  $("transport-reason").textContent = why || "";
+}
