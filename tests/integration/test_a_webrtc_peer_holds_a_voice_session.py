@@ -24,6 +24,9 @@ async def test_a_spoken_turn_over_webrtc_is_answered_with_audio_and_resumed_afte
         first.send({"type": "session.start", "mode": "voice", "audio": {"input_rate": 16000}})
         started = await first.until_event("session.started")
         assert (started["audio"]["input_rate"], started["audio"]["output_rate"]) == (48000, 48000)
+        # The microphone is decoded as it arrives (aiortc's own buffer would hold 80 ms).
+        call = gateway.server.webrtc.call_for(started["session_id"])
+        assert call.link.received is not None
         first.microphone.push(pcm_tone(500, rate=48000) + pcm_silence(900, rate=48000))
         await first.until_event("response.done")
         await first.until(lambda: first.loud_frames() >= 10)

@@ -24,6 +24,7 @@ from aiortc.sdp import candidate_from_sdp
 from gateway.edges.rtc.audio_in import mono_pcm16
 from gateway.edges.rtc.audio_out import PcmOutTrack
 from gateway.edges.rtc.ice import announce_public_ip
+from gateway.edges.rtc.jitter import InOrderAudio, use_in_order_audio
 from gateway.rtc_settings import IceServer
 
 __all__ = ["Channel", "PeerLink", "PeerOptions"]
@@ -75,6 +76,7 @@ class PeerLink:
         self.out = PcmOutTrack()
         self.channel: Channel | None = None
         self.trickling = False  # the offer came without candidates: they follow
+        self.received: InOrderAudio | None = None  # the microphone's buffer (lost, late)
         self._tasks: set[asyncio.Task[None]] = set()
         self._gone = False
         self._closed = False
@@ -136,6 +138,9 @@ class PeerLink:
 
     def _on_track(self, track: MediaStreamTrack) -> None:
         if track.kind == "audio":
+            for transceiver in self._pc.getTransceivers():
+                if transceiver.receiver.track is track:
+                    self.received = use_in_order_audio(transceiver.receiver)
             self._pc.addTrack(self.out)
             self._spawn(self._drain(track))
 
