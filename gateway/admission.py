@@ -14,11 +14,15 @@ Then the credential: a gateway key (``gk_…``, ``gateway.keys``) or a user toke
 ``/v1/session`` and ``/v1/realtime`` (``user``: 401 when refused; 429 ``budget_exhausted`` when a
 limit of its key, user or team has run out), a phone-stream token on ``/twilio/media``
 (``stream_user``), each refused where the other is expected; a stream token is used once (the
-store remembers its id until it expires).
+store remembers its id until it expires). An ephemeral key (``ek_…``,
+``gateway.security.ephemeral_keys``) is minted from a key or a user token (``minter_of``) and
+accepted on ``/v1/realtime/calls`` only (``ephemeral_user``): its minter, looked up again, with
+the same refusals.
 """
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -35,6 +39,7 @@ from gateway.config import Settings
 from gateway.governance import BudgetCounters
 from gateway.governance.credentials import KeyAuthority, KeyRefused
 from gateway.keys.material import looks_like_key
+from gateway.keys.records import ApiKey
 from gateway.security import (
     ConnectionRateLimiter,
     TokenAuthority,
@@ -44,6 +49,7 @@ from gateway.security import (
     origin_allowed,
     parse_networks,
 )
+from gateway.security.ephemeral_keys import EphemeralGrant, EphemeralKeys, Minter
 from gateway.security.stream_tokens import StreamTokens
 from gateway.session import SessionUser
 from gateway.store import StoreUnavailable
@@ -120,6 +126,10 @@ class Admission:
             if self._auth_on and secret is not None
             else None
         )
+        # Auth off and no secret: keys of this process only (one process, on loopback).
+        self.ephemeral_keys = EphemeralKeys(
+            secrets.token_bytes(32) if secret is None else secret.get_secret_value()
+        )
         self.proxies = TrustedProxies(parse_networks(settings.trusted_proxies))
         # While the shared store cannot be reached, the rate is counted on this node alone.
         self._limiter = ConnectionRateLimiter(settings.connections_per_minute)
@@ -151,14 +161,21 @@ class Admission:
 
     # -- WebSocket upgrades ----------------------------------------------------------------------
 
-    def refuse_socket(self, request: web.Request) -> web.Response | None:
-        """Why this upgrade is refused before any token is read, or None."""
+    def refuse_origin(self, request: web.Request) -> web.Response | None:
+        """403 for a page whose origin may not call the gateway, else None."""
         origin = request.headers.get("Origin")
         if not origin_allowed(
             origin, allowed=self._settings.allowed_origins, auth_enabled=self._auth_on
         ):
             _log.warning("origin_refused", origin=_short(origin), path=request.path)
             return json_error(403, "forbidden", "origin not allowed")
+        return None
+
+    def refuse_socket(self, request: web.Request) -> web.Response | None:
+        """Why this upgrade is refused before any token is read, or None."""
+        refused = self.refuse_origin(request)
+        if refused is not None:
+            return refused
         if self.draining:
             return json_error(503, "unavailable", "the gateway is draining")
         if self._sessions_open() >= self._settings.max_sessions:
@@ -176,6 +193,11 @@ class Admission:
         user = await self.identify(token)
         if isinstance(user, web.Response):
             return user
+        refused = await self._budget_refusal(user)
+        return user if refused is None else refused
+
+    async def _budget_refusal(self, user: SessionUser) -> web.Response | None:
+        """429 when a limit of ``user``'s key, user or team has run out (503: unreadable)."""
         try:
             if user.plan is not None and self._counters is not None:
                 reading = await exhausted_now(user.plan, self._counters, self._clock)
@@ -187,7 +209,7 @@ class Admission:
                     )
         except StoreUnavailable:
             return _store_unavailable()
-        return user
+        return None
 
     async def identify(self, token: str | None) -> SessionUser | web.Response:
         """Who ``token`` names (its budgets not checked: the admin API), or the refusal."""
@@ -201,18 +223,7 @@ class Admission:
     async def _identify(self, token: str | None) -> SessionUser:
         if looks_like_key(token) and self.keys is not None:
             assert token is not None
-            key = await self.keys.verify(token)
-            user = SessionUser(
-                user_id=key.owner,
-                roles=key.roles,
-                tenant=key.team,
-                key_id=key.key_id,
-                models=key.models,
-                tools=key.tools,
-            )
-            if self._counters is None:  # budgets off: nothing counted
-                return user
-            return replace(user, plan=await self.keys.plan(key.owner, key.team, key))
+            return await self._key_user(await self.keys.verify(token))
         if self.tokens is None:
             user = SessionUser(user_id=ANONYMOUS_USER, roles=tuple(self._settings.anonymous_roles))
         else:
@@ -227,6 +238,21 @@ class Admission:
             return replace(user, plan=await self._plan(user))
         except StoreUnavailable:  # a token needs no store: its session's start will say so
             return replace(user, budgets_unread=True)
+
+    async def _key_user(self, key: ApiKey) -> SessionUser:
+        """The user a key is: its owner, with the key's roles, models, tools and budgets."""
+        assert self.keys is not None
+        user = SessionUser(
+            user_id=key.owner,
+            roles=key.roles,
+            tenant=key.team,
+            key_id=key.key_id,
+            models=key.models,
+            tools=key.tools,
+        )
+        if self._counters is None:  # budgets off: nothing counted
+            return user
+        return replace(user, plan=await self.keys.plan(key.owner, key.team, key))
 
     async def _plan(self, user: SessionUser) -> Plan | None:
         if self.keys is None or self._counters is None:
@@ -261,24 +287,55 @@ class Admission:
         revoked meanwhile)."""
         try:
             if record.key_id is not None and self.keys is not None:
-                key = await self.keys.active(record.key_id)
-                user = SessionUser(
-                    user_id=key.owner,
-                    roles=key.roles,
-                    tenant=key.team,
-                    key_id=key.key_id,
-                    models=key.models,
-                    tools=key.tools,
-                )
-                if self._counters is None:
-                    return user
-                return replace(user, plan=await self.keys.plan(key.owner, key.team, key))
+                return await self._key_user(await self.keys.active(record.key_id))
             user = SessionUser(user_id=record.owner, roles=record.roles, tenant=record.tenant)
             return replace(user, plan=await self._plan(user))
         except KeyRefused as refused:
             return str(refused)
         except StoreUnavailable:
             return "the gateway's store cannot be reached to check who placed the call"
+
+    # -- ephemeral keys (OpenAI's WebRTC interface) ----------------------------------------------
+
+    def minter_of(self, user: SessionUser, token: str | None) -> tuple[Minter, float | None]:
+        """Whom an ephemeral key minted by ``user`` (who presented ``token``) speaks for, and
+        the latest it may expire (a JWT's own expiry; a key is checked at each use)."""
+        if user.key_id is not None:
+            return Minter("key", key_id=user.key_id), None
+        if self.tokens is None:
+            return Minter("anonymous"), None
+        verified = self.tokens.verify_user(token, time.time())
+        minter = Minter("user", user_id=user.user_id, roles=user.roles, tenant=user.tenant)
+        return minter, verified.expires_at
+
+    async def ephemeral_user(self, value: str) -> tuple[SessionUser, EphemeralGrant] | web.Response:
+        """Who an ephemeral key speaks for, as of now, and what it grants; or the refusal: 401
+        (not a key of this gateway, expired, its source key revoked or expired), 429 (a budget
+        of its minter has run out), 503 (the store is unreachable)."""
+        try:
+            grant = self.ephemeral_keys.read(value, now=time.time())
+            user = await self._minter_user(grant.minter)
+        except (TokenRefused, KeyRefused) as refused:
+            return json_error(401, "unauthorized", str(refused))
+        except StoreUnavailable:
+            return _store_unavailable()
+        out_of_budget = await self._budget_refusal(user)
+        return (user, grant) if out_of_budget is None else out_of_budget
+
+    async def _minter_user(self, minter: Minter) -> SessionUser:
+        if minter.kind == "key":
+            if self.keys is None or minter.key_id is None:
+                raise KeyRefused("invalid key")
+            return await self._key_user(await self.keys.active(minter.key_id))
+        if minter.kind == "anonymous" or minter.user_id is None:
+            if self._auth_on:  # minted while auth was off: no one's key now
+                raise TokenRefused("invalid ephemeral key")
+            return SessionUser(user_id=ANONYMOUS_USER, roles=tuple(self._settings.anonymous_roles))
+        user = SessionUser(user_id=minter.user_id, roles=minter.roles, tenant=minter.tenant)
+        try:
+            return replace(user, plan=await self._plan(user))
+        except StoreUnavailable:  # as for a token: its session's start will say so
+            return replace(user, budgets_unread=True)
 
     def stream_token(self, call_id: str) -> str:
         """The token a carrier's answer document hands it for this call ("" with auth off)."""

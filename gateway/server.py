@@ -2,6 +2,7 @@
 
 The client edges (``gateway.edges``) serve the sockets: ``/v1/session`` (``NativeRoutes``),
 ``/v1/realtime`` (``RealtimeCompatRoutes``) and OpenAI's WebRTC interface beside it
+(``RealtimeCallRoutes``: ``/v1/realtime/client_secrets``, ``/v1/realtime/calls``), and the
 phone lines (``gateway.phone_lines``: every carrier's answer webhook and ``/phone/media``).
 Each is built here with what it needs; this module keeps the health, readiness and metrics
 endpoints, the browser demo's static files, and the order of shutdown.
@@ -22,6 +23,8 @@ from gateway.admission import Admission, bearer_or_query_token, json_error
 from gateway.config import Settings
 from gateway.edges.native.routes import NativeRoutes
 from gateway.edges.realtime.routes import RealtimeCompatRoutes
+from gateway.edges.realtime.webrtc_calls import RealtimeCallRoutes
+from gateway.edges.rtc.loading import MediaLoader
 from gateway.edges.webrtc.routes import WebRtcRoutes
 from gateway.governance import Governance
 from gateway.governance.revocations import RevocationWatch
@@ -95,7 +98,9 @@ class GatewayServer:
         app.router.add_static("/static/", STATIC_DIR, append_version=False)
         compat = RealtimeCompatRoutes(self.settings, self.admission, self.manager)
         app.router.add_get("/v1/realtime", compat.realtime)
-        self.webrtc = WebRtcRoutes(self.settings, self.admission, self.manager)
+        media = MediaLoader(self.settings, self.metrics.webrtc_peers.inc)  # both WebRTC edges'
+        RealtimeCallRoutes(self.settings, self.admission, self.manager, media).add_to(app)
+        self.webrtc = WebRtcRoutes(self.settings, self.admission, self.manager, media)
         self.webrtc.add_to(app)
         add_phone_routes(
             app,

@@ -2,10 +2,11 @@
 
 Each driver speaks its edge's own wire protocol over a real socket, as that edge's clients do:
 the native protocol on ``/v1/session``, OpenAI's Realtime GA protocol on ``/v1/realtime`` and
-Twilio Media Streams on ``/twilio/media``. They all do the same things (``EdgeDriver``), each
-in its protocol's words: a user's message, an utterance, approving a pending confirmation, bad
-input, hanging up. What each observes comes back in one shape (``Reply``), so one suite holds
-every edge to one contract.
+over OpenAI's WebRTC interface (``/v1/realtime/calls``: the events on a data channel, the audio
+on tracks), and Twilio Media Streams on ``/twilio/media``. They all do the same things
+(``EdgeDriver``), each in its protocol's words: a user's message, an utterance, approving a
+pending confirmation, bad input, hanging up. What each observes comes back in one shape
+(``Reply``), so one suite holds every edge to one contract.
 
 The phone has no way to type: its one text message is the call's first (the greeting setting,
 as a deployment says what a caller "says" on pick-up), and it sees no transcript, so its
@@ -26,12 +27,17 @@ from typing import Any, Protocol
 
 import aiohttp
 from harness import Client, ConnectionClosed, Gateway, pcm_silence, pcm_tone, speak, token
-from test_gateway_twilio import AUTH_TOKEN, TwilioClient, call
+from realtime_call_kit import call, mint
+from realtime_call_kit import say as call_say
+from test_gateway_twilio import AUTH_TOKEN, TwilioClient
+from test_gateway_twilio import call as phone_call
+from webrtc_kit import LOUD, Peer
 
 from gateway.session.session import Session
 
 WITHIN_S = 10.0
 REALTIME_RATE = 24000  # /v1/realtime's PCM16 both ways
+WEBRTC_RATE = 48000  # the tracks' PCM16
 BYTES_PER_MS = {"native": 24 * 2, "realtime": REALTIME_RATE // 1000 * 2, "phone": 8}
 
 MakeGateway = Callable[..., Awaitable[Gateway]]
@@ -281,6 +287,109 @@ class RealtimeDriver:
             return True
 
 
+# -- /v1/realtime/calls (OpenAI's WebRTC interface) ----------------------------------------------
+
+
+class RealtimeCallDriver:
+    """OpenAI's WebRTC interface: an ephemeral key, an aiortc peer on ``oai-events``; the GA
+    events on the data channel, the audio on the tracks (48 kHz both ways)."""
+
+    name = "webrtc-call"
+
+    async def open(self, make: MakeGateway, first: str | None = None, **settings: Any) -> None:
+        self.gateway = await make(**settings)
+        minted = await mint(self.gateway, token("alice"))
+        assert minted.status == 200, minted.text
+        self.peer = Peer("oai-events")
+        await call(self.gateway, minted.json()["value"], self.peer)
+        await self.peer.until_event("session.created")
+        self._mark()
+        if first is not None:
+            await self.say(first)
+
+    def _mark(self) -> None:
+        self._seen = len(self.peer.events)
+        self._levels = len(self.peer.levels)
+
+    async def _until(self, kind: str, **match: Any) -> dict[str, Any]:
+        def found() -> dict[str, Any] | None:
+            return next(
+                (
+                    e
+                    for e in self.peer.events[self._seen :]
+                    if e["type"] == kind and all(e.get(k) == v for k, v in match.items())
+                ),
+                None,
+            )
+
+        await self.peer.until(lambda: found() is not None, WITHIN_S)
+        event = found()
+        assert event is not None
+        return event
+
+    async def say(self, text: str) -> None:
+        self._mark()
+        call_say(self.peer, text)
+
+    async def speak(self, ms: int) -> None:
+        self._mark()
+        self.peer.microphone.push(pcm_tone(ms, WEBRTC_RATE) + pcm_silence(600, WEBRTC_RATE))
+
+    async def reply(self) -> Reply:
+        # A reply that only ran the gateway's tools has no output: the answer is the next one.
+        while True:
+            done = await self._until("response.done")
+            self._seen = self.peer.events.index(done) + 1
+            output = done["response"]["output"]
+            if output:
+                break
+        parts = [part for item in output for part in item.get("content", [])]
+        transcript = "".join(str(p.get("transcript") or p.get("text") or "") for p in parts)
+        # Its audio is the track's: begun (the rest plays out in real time).
+        started = ("output_audio_buffer.started", done["response"]["id"])
+        await self.peer.until(
+            lambda: (
+                any((e["type"], e.get("response_id")) == started for e in self.peer.events)
+                and self._loud_since() > 0
+            ),
+            WITHIN_S,
+        )
+        return Reply(transcript, self._loud_since() * 20)
+
+    def _loud_since(self) -> int:
+        return sum(level > LOUD for level in self.peer.levels[self._levels :])
+
+    async def reply_playing(self) -> None:
+        await self._until("output_audio_buffer.started")
+
+    async def was_cut(self) -> bool:
+        done = await self._until("response.done")
+        self._seen = self.peer.events.index(done) + 1
+        details = done["response"].get("status_details") or {}
+        cleared = any(e["type"] == "output_audio_buffer.cleared" for e in self.peer.events)
+        return bool(
+            done["response"]["status"] == "cancelled"
+            and details.get("reason") == "turn_detected"
+            and cleared
+        )
+
+    async def approve(self) -> None:
+        await self.reply()  # the model asking
+        await self.say("yes")
+
+    async def send_garbage(self) -> str | None:
+        self._mark()
+        self.peer.channel.send("{this is not json")
+        return str((await self._until("error"))["error"]["code"])
+
+    async def hang_up(self) -> None:
+        await self.peer.close()
+
+    async def closed_by_gateway(self) -> bool:
+        await eventually(lambda: self.peer.pc.connectionState in ("closed", "failed"))
+        return True
+
+
 # -- /twilio/media ---------------------------------------------------------------------------------
 
 
@@ -291,7 +400,7 @@ class PhoneDriver:
         self.gateway = await make(
             twilio_auth_token=AUTH_TOKEN, twilio_greeting=first or "", **settings
         )
-        self.caller: TwilioClient = await call(self.gateway)
+        self.caller: TwilioClient = await phone_call(self.gateway)
         await eventually(lambda: len(self.gateway.manager.sessions) == 1)
         self.session = the_session(self.gateway)
         self._history = self._received = 0  # the greeting is the call's first turn
@@ -356,5 +465,6 @@ class PhoneDriver:
 DRIVERS: dict[str, Callable[[], EdgeDriver]] = {
     "native": NativeDriver,
     "realtime": RealtimeDriver,
+    "webrtc-call": RealtimeCallDriver,
     "phone": PhoneDriver,
 }

@@ -107,6 +107,7 @@ async def test_a_bad_offer_is_refused_with_a_reason_and_opens_nothing(
         (b'{"sdp": "hello", "type": "offer"}', "v=0"),
         (b'{"sdp": "v=0\\r\\n", "type": "answer"}', "offer"),
         (b'{"sdp": "v=0\\r\\no=- 1 1 IN IP4 0.0.0.0\\r\\n", "type": "offer"}', "not usable"),
+        (b'{"sdp": "v=0\\r\\nm=audio abc UDP 1\\r\\n", "type": "offer"}', "cannot be read"),
     ]
     for body, says in cases:
         async with gateway.http.post(gateway.url + OFFER, data=body, headers=bearer) as response:

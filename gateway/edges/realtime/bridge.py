@@ -19,6 +19,12 @@ refused early is answered at the first use. What cannot be done here is refused 
 ``error`` event, never by dropping the socket: tools that break the rules of ``client_tools``
 (a name of one of the gateway's tools, say), a change of tools or voice once the session is in
 use, a system or audio message item, deleting an item the model has already seen.
+
+On OpenAI's WebRTC interface (``webrtc_call``) an ``AudioSink`` takes the session's audio for
+the call's track instead of deltas, and the microphone comes in by ``audio_from_track``: a
+track sends from the start, silence included, so its audio does not put the session in use
+(the client's first ``session.update`` may still reshape it); the user's first speech, or a
+reply, does.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import orjson
 import structlog
 
 from gateway.edges.realtime import client_wire as cw
+from gateway.edges.realtime.audio_sink import AudioSink
 from gateway.edges.realtime.client_items import FunctionCallOutput, InputAudio, UserMessage
 from gateway.edges.realtime.client_tools import ToolCheck, client_tools_of
 from gateway.edges.realtime.early_session import EndUnused, SessionOpener
@@ -55,6 +62,7 @@ from gateway.protocol import (
     SessionEnded,
     SessionStart,
     SessionUpdate,
+    SpeechStarted,
     TextSend,
 )
 from gateway.protocol import ResponseCreate as AnswerNow
@@ -94,12 +102,14 @@ class CompatBridge:
         show_tools: bool = False,
         write_now: WriteNow | None = None,
         alias: bool = False,
+        audio_sink: AudioSink | None = None,
     ) -> None:
         """``write_now``: the socket's synchronous writes, for the session's audio (the hot
         path: a delta written as the session hands it over, while nothing waits before it).
         ``alias``: ``model`` names one of the operator's model aliases, which picks the
-        upstream."""
+        upstream. ``audio_sink``: where the session's audio goes instead of deltas."""
         self._send = send
+        self._sink = audio_sink
         self._alias = alias
         self._write_now = write_now
         self._provider = provider
@@ -195,13 +205,33 @@ class CompatBridge:
             await self._handle(event)
         except CompatError as error:
             await self._emit([self.translator.error_event(error)])
-        except StartRefused as refused:  # no upstream: the client is told, then the socket ends
-            failure = CompatError(
-                str(refused.event.code), refused.event.message, error_type="server_error"
-            )
-            await self._emit([self.translator.error_event(failure)])
-            self.end_reason = "error"
-            self.ended.set()
+        except StartRefused as refused:
+            await self._start_refused(refused)
+
+    async def _start_refused(self, refused: StartRefused) -> None:
+        """No upstream: the client is told, then the socket ends."""
+        failure = CompatError(
+            str(refused.event.code), refused.event.message, error_type="server_error"
+        )
+        await self._emit([self.translator.error_event(failure)])
+        self.end_reason = "error"
+        self.ended.set()
+
+    async def audio_from_track(self, pcm: bytes) -> None:
+        """A WebRTC microphone's frame (PCM16, 24 kHz) for the session open as the client
+        asked, without putting it in use; dropped while it opens or reshapes. A start refused
+        meanwhile is answered as at a first use."""
+        session = self._live or self._opener.ready()
+        if session is None:
+            if self._opener.failed() and not self.ended.is_set():
+                try:
+                    await self._started()
+                except StartRefused as refused:
+                    await self._start_refused(refused)
+            return
+        self.translator.input_appended(len(pcm))
+        if not session.audio_now(pcm):
+            await session.on_client_event(BinaryAudio(pcm=pcm))
 
     async def _handle(self, event: cw.ClientEvent) -> None:
         match event:
@@ -243,6 +273,8 @@ class CompatBridge:
                 await session.on_client_event(ResponseCancel(event_id=event.event_id))
             case cw.SessionUpdate(session=patch):
                 await self._update(patch, event.event_id)
+            case cw.UnknownEvent(type="output_audio_buffer.clear") if self._sink is not None:
+                await self._emit(self._sink.clear())
             case cw.UnknownEvent():
                 raise event.error()
 
@@ -377,12 +409,20 @@ class CompatBridge:
             self._tool_answer_expected = self._tool_reply_started = False
         if isinstance(event, SessionEnded):
             self.end_reason = event.reason.value
-        await self._emit(self.translator.on_event(event))
+        events = self.translator.on_event(event)
+        if self._sink is not None:
+            if self._live is None and isinstance(event, SpeechStarted | ResponseStarted):
+                self._live = self._opener.ready()  # the track's user spoke, or was answered
+            events += self._sink.after_event(event, events)
+        await self._emit(events)
         if self.end_reason is not None:
             self.ended.set()
 
     async def _on_session_audio(self, pcm: bytes) -> None:
-        await self._emit(self.translator.on_audio(pcm))
+        if self._sink is None:
+            await self._emit(self.translator.on_audio(pcm))
+        else:
+            await self._emit([*self.translator.on_audio(pcm, deltas=False), *self._sink.audio(pcm)])
 
     def _audio_out_now(self, pcm: bytes, encoded: str | None) -> bool:
         """The session's audio written now (the outbound queue is empty and its writer idle),

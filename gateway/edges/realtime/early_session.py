@@ -105,6 +105,13 @@ class SessionOpener:
             return None
         return opening.result()
 
+    def failed(self) -> bool:
+        """The latest opening was refused (``in_use`` tries again, or says why)."""
+        opening = self._opening
+        if opening is None or not opening.done() or opening.cancelled():
+            return False
+        return opening.exception() is not None
+
     async def close(self) -> Session | None:
         """No more openings; the session open (the latest, once it is), if any."""
         self._closing = True

@@ -104,14 +104,19 @@ class ResponseStream:
         events.append(self._ctx.event(kind, **self._part_ids(message), delta=text))
         return events
 
-    def audio(self, pcm: bytes, encoded: str | None = None) -> list[ServerEvent]:
-        """``encoded``: ``pcm`` as standard base64 already (the upstream's), sent as is."""
+    def audio(
+        self, pcm: bytes, encoded: str | None = None, *, delta: bool = True
+    ) -> list[ServerEvent]:
+        """``encoded``: ``pcm`` as standard base64 already (the upstream's), sent as is.
+        ``delta`` False: the audio goes elsewhere (a WebRTC track), counted, without its event."""
         events = self._open("audio")
         message = self.message
         assert message is not None
         if message.part != "audio":  # audio in a text response: nothing to carry it
             return events
         message.audio_bytes += len(pcm)
+        if not delta:
+            return events
         if encoded is None:
             encoded = binascii.b2a_base64(pcm, newline=False).decode("ascii")
         # Every audio frame takes this: the event built at once, as ``ctx.event`` would.

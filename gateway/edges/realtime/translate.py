@@ -164,13 +164,15 @@ class Translator:
         handler = self._handlers.get(type(event))
         return [] if handler is None else handler(event)
 
-    def on_audio(self, pcm: bytes, encoded: str | None = None) -> list[ServerEvent]:
+    def on_audio(
+        self, pcm: bytes, encoded: str | None = None, *, deltas: bool = True
+    ) -> list[ServerEvent]:
         """One frame of the assistant's speech (PCM16, 24 kHz); ``encoded``: the same bytes as
-        standard base64, when the upstream sent them so."""
+        standard base64, when the upstream sent them so; ``deltas`` False: counted, no delta."""
         response = self._speaking
         if response is None or not pcm:
             return []
-        events = response.audio(pcm, encoded)
+        events = response.audio(pcm, encoded, delta=deltas)
         message = response.message
         if message is not None and message.item_id not in self._audio_items:
             self._audio_items[message.item_id] = message

@@ -93,7 +93,10 @@ class PeerLink:
         if "\nm=audio " not in offer_sdp and "\nm=application " not in offer_sdp:
             raise ValueError("it has neither an audio track nor a data channel")
         pc = self._pc
-        await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
+        try:
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
+        except (AssertionError, LookupError, TypeError) as exc:  # aiortc's parser asserts
+            raise ValueError(f"the SDP cannot be read ({type(exc).__name__})") from None
         # An offer with candidates is complete (browsers leave end-of-candidates out): say so,
         # or aioice waits for more before it gives up on a pair. One without any trickles
         # them (``add_candidates``).

@@ -11,17 +11,12 @@
   "sdpMLineIndex"?}], "done"?}``, the browser's candidates when its offer came without any
   (trickle ICE), from the same user.
 
-aiortc and PyAV (a third of a second to import) are loaded in a thread at the first offer, so
-a gateway nobody calls over WebRTC neither starts slower nor holds them. With
-``GATEWAY_WEBRTC_UDP_PORTS`` the ICE sockets bind within that range (``rtc.udp_ports``).
+aiortc and PyAV are loaded at the first offer (``rtc.loading``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import importlib
 import time
-from types import ModuleType
 from typing import Any
 
 import orjson
@@ -31,6 +26,7 @@ from aiohttp import web
 from gateway.admission import Admission, bearer_or_query_token, json_error
 from gateway.config import Settings
 from gateway.edges.rtc.ice import browser_ice_servers
+from gateway.edges.rtc.loading import MediaLoader
 from gateway.session import SessionUser
 from gateway.session.manager import SessionManager
 
@@ -92,14 +88,18 @@ def read_candidates(body: bytes) -> tuple[list[tuple[str, str | None, int | None
 
 
 class WebRtcRoutes:
-    def __init__(self, settings: Settings, admission: Admission, manager: SessionManager) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        admission: Admission,
+        manager: SessionManager,
+        media: MediaLoader,
+    ) -> None:
         self._settings = settings
         self._admission = admission
         self._manager = manager
         self._calls: dict[str, Any] = {}
-        self._loaded: ModuleType | None = None
-        self._loading: asyncio.Lock | None = None
-        self._options: Any = None
+        self._media = media
 
     def add_to(self, app: web.Application) -> None:
         app.router.add_get("/v1/webrtc/config", self.config)
@@ -151,8 +151,8 @@ class WebRtcRoutes:
         return await self.answer(sdp, user)
 
     async def answer(self, sdp: str, user: SessionUser) -> web.Response:
-        calls = await self._media()
-        call = calls.NativeCall(self._manager, user, self._options, self._calls)
+        calls = await self._media.load("gateway.edges.webrtc.call")
+        call = calls.NativeCall(self._manager, user, self._media.options, self._calls)
         try:
             answer = await call.accept(sdp)
         except ValueError as exc:  # aiortc refuses an SDP it cannot use
@@ -176,31 +176,6 @@ class WebRtcRoutes:
         except ValueError as exc:
             return json_error(400, "invalid_request", str(exc))
         return web.Response(status=204)
-
-    async def _media(self) -> ModuleType:
-        """The call module (aiortc, PyAV), imported once, off the event loop."""
-        if self._loaded is not None:
-            return self._loaded
-        if self._loading is None:
-            self._loading = asyncio.Lock()
-        async with self._loading:
-            if self._loaded is None:
-                module = await asyncio.to_thread(
-                    importlib.import_module, "gateway.edges.webrtc.call"
-                )
-                peer = importlib.import_module("gateway.edges.rtc.peer")
-                self._options = peer.PeerOptions(
-                    self._settings.webrtc_ice_servers,
-                    public_ip=self._settings.webrtc_public_ip,
-                    connect_timeout_s=self._settings.webrtc_connect_timeout_s,
-                    count=self._manager.metrics.webrtc_peers.inc,
-                )
-                ports = self._settings.webrtc_udp_ports
-                if ports is not None:
-                    udp_ports = importlib.import_module("gateway.edges.rtc.udp_ports")
-                    udp_ports.bind_in_range(asyncio.get_running_loop(), *ports)
-                self._loaded = module
-        return self._loaded
 
     async def _close_all(self, _: web.Application) -> None:
         for call in list(self._calls.values()):
