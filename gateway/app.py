@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import gc
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from importlib.metadata import version as package_version
+from typing import Any
 
 import structlog
 from aiohttp import web
@@ -21,6 +23,7 @@ from gateway.admission import Admission
 from gateway.audio.resample import design_resamplers
 from gateway.clock import Clock, SystemClock
 from gateway.config import Settings, is_loopback
+from gateway.console.service import Console
 from gateway.errors import ConfigError
 from gateway.governance import Governance, SqliteGovernance
 from gateway.governance.credentials import KeyAuthority
@@ -73,6 +76,7 @@ def build_server(
     catalog = None if settings.models is None else load_catalog(settings.models, PROVIDERS.names())
     health = None if catalog is None else build_health(settings, store, clock)
     node_id = new_node_id(settings.node_id)
+    console = build_console(settings, store, node_id) if settings.admin else None
     manager = SessionManager(
         settings=settings,
         registry=registry,
@@ -89,6 +93,7 @@ def build_server(
         catalog=catalog,
         health=health,
         pool=build_pool(settings, catalog, transports, clock, health, metrics),
+        observer=console,
     )
     admission = Admission(
         settings,
@@ -98,12 +103,20 @@ def build_server(
         keys=keys,
         counters=governance if settings.budgets else None,
     )
+    drain_asked = asyncio.Event()  # by the console, from any node
+
+    def on_message(message: Mapping[str, Any]) -> None:
+        if message.get("type") == "drain":
+            drain_asked.set()
+        else:
+            manager.on_message(message)
+
     node = NodeRuntime(
         node_id,
         store,
         lease_ttl_s=settings.lease_ttl_s,
         metrics=metrics,
-        on_message=manager.on_message,
+        on_message=on_message,
         on_paused=manager.verify_ownership,
         on_store_back=manager.reassert_all,
     )
@@ -118,6 +131,28 @@ def build_server(
         governance=governance,
         admin=AdminRoutes(settings, admission, admin, clock) if settings.admin else None,
         revocations=RevocationWatch(governance, clock, manager.end_key_sessions),
+        console=console,
+        drain_asked=drain_asked,
+    )
+
+
+def build_console(settings: Settings, store: SessionStore, node_id: str) -> Console:
+    """The operator's console (with the admin API): its views beside the sessions on Redis,
+    else in this process."""
+    from gateway.console.store import ConsoleStore, MemoryConsole
+
+    views: ConsoleStore = MemoryConsole(node_id)
+    if store.shared:
+        from gateway.console.store import RedisConsole
+        from gateway.store.redis import RedisStore
+
+        if isinstance(store, RedisStore):
+            views = RedisConsole(store)
+    return Console(
+        views,
+        node_id=node_id,
+        version=package_version("realtime-gateway"),
+        transcripts=settings.console_transcripts,
     )
 
 
@@ -282,7 +317,11 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    # SIGTERM, or the console's drain button (on any node).
+    waits = [asyncio.create_task(stop.wait()), asyncio.create_task(server.drain_asked.wait())]
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for wait in waits:
+        wait.cancel()
     _log.info("gateway_draining")
     try:
         # The grace, then a phone call's last sentence and the calls running for moved sessions.

@@ -195,9 +195,13 @@ class Settings(ProviderSettings, CarrierSettings, RtcSettings):
     # Usage priced per million tokens by a JSON file the operator provides (gateway.usage.prices);
     # no prices are built in.
     price_table: Path | None = None
-    # The admin API (/admin/v1: keys, teams, budgets, usage; docs/keys.md), for credentials with
-    # the admin role. Off: not served at all.
+    # The admin API (/admin/v1: keys, teams, budgets, usage; docs/keys.md) and the operator's
+    # console (/console; docs/console.md), for credentials with the admin role. Off: neither is
+    # served at all.
     admin: bool = False
+    # The console's timelines keep the conversation's transcripts (redacted as the client's
+    # are). Off: turns, tools and usage only.
+    console_transcripts: bool = False
     # Budgets (docs/keys.md): sessions charged and held to the limits of their key, user and
     # team. Off: nothing is counted or limited (keys still authenticate).
     budgets: bool = True

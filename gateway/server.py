@@ -21,6 +21,8 @@ from aiohttp import web
 from gateway.admin.routes import AdminRoutes
 from gateway.admission import Admission, bearer_or_query_token, json_error
 from gateway.config import Settings
+from gateway.console.routes import ConsoleRoutes
+from gateway.console.service import Console
 from gateway.edges.native.routes import NativeRoutes
 from gateway.edges.realtime.routes import RealtimeCompatRoutes
 from gateway.edges.realtime.webrtc_calls import RealtimeCallRoutes
@@ -52,6 +54,7 @@ HANDLERS_CANCEL_WAIT_S = 2.0
 # The browser demo client, served at / and /static/.
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 # Scripts, styles and sockets of this origin only ('self' covers ws:/wss: to it in CSP 3).
+CONSOLE_TASK = web.AppKey("console", asyncio.Task[None])  # its publications, once a second
 INDEX_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'self'; connect-src 'self'; img-src 'self' data:; object-src 'none'; "
@@ -77,6 +80,10 @@ class GatewayServer:
     revocations: RevocationWatch | None = None
     # The native WebRTC edge, once app() has built it (its calls, for the operator and tests).
     webrtc: WebRtcRoutes | None = None
+    # The operator's console (with the admin API), and a drain asked of this node by it (from
+    # any node): ``gateway serve`` drains then as on SIGTERM.
+    console: Console | None = None
+    drain_asked: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def draining(self) -> bool:
@@ -112,6 +119,8 @@ class GatewayServer:
         )
         if self.admin is not None:
             self.admin.add_to(app)
+            if self.console is not None:
+                self._console_routes().add_to(app)
         app.on_startup.append(self._start_node)
         app.on_shutdown.append(self._finish_handlers)
         app.on_cleanup.append(self._end_sessions)
@@ -147,6 +156,9 @@ class GatewayServer:
             self.manager.pool.start()
         if self.metrics.multiprocess:
             app["frames_flush"] = asyncio.create_task(self._flush_frames())
+        if self.console is not None:
+            self.console.watch(self.manager.sessions, lambda: self.admission.draining)
+            app[CONSOLE_TASK] = asyncio.create_task(self.console.run(self.manager.clock.monotonic))
 
     async def _flush_frames(self) -> None:
         while True:
@@ -170,6 +182,8 @@ class GatewayServer:
         if flush is not None:
             flush.cancel()
             self.metrics.flush_frames()
+        if CONSOLE_TASK in app:
+            app[CONSOLE_TASK].cancel()
         await self.manager.end_all()
         if self.manager.pool is not None:
             await self.manager.pool.close()
@@ -182,6 +196,20 @@ class GatewayServer:
         await self.manager.store.close()
         await close_shared_http_client()  # after the sessions: no tool call is left running
         await close_shared_upstream_clients()  # and no model turn
+
+    def _console_routes(self) -> ConsoleRoutes:
+        assert self.console is not None
+        assert self.admin is not None
+        store = self.manager.store
+        return ConsoleRoutes(
+            self.console,
+            self.admin,
+            self.admin.audit,
+            page=STATIC_DIR / "console" / "index.html",
+            lease_s=self.settings.lease_ttl_s,
+            drain_here=self.drain_asked.set,
+            tell_node=store.publish,
+        )
 
     # -- plain endpoints -----------------------------------------------------------------------
 

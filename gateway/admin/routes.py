@@ -48,6 +48,7 @@ class AdminRoutes:
         self._settings = settings
         self._admission = admission
         self._admin = admin
+        self.audit = admin  # where other admin surfaces (the console) audit their actions
         self._clock = clock
 
     def add_to(self, app: web.Application) -> None:
@@ -71,15 +72,8 @@ class AdminRoutes:
         self, action: str, handler: Handler
     ) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def guarded(request: web.Request) -> web.Response:
-            origin = request.headers.get("Origin")
-            if origin is not None and not origin_allowed(
-                origin, allowed=self._settings.allowed_origins, auth_enabled=True
-            ):
-                self._admin.refused("-", action, "origin not allowed")
-                return json_error(403, "forbidden", "origin not allowed")
-            actor = await self._actor(request)
+            actor = await self.gate(request, action)
             if isinstance(actor, web.Response):
-                self._admin.refused("-", action, "no admin credential")
                 return actor
             if request.body_exists and request.content_type != "application/json":
                 self._admin.refused(actor, action, "body not JSON")
@@ -96,6 +90,20 @@ class AdminRoutes:
                 return json_error(503, "store_unavailable", "the store cannot be reached; retry")
 
         return guarded
+
+    async def gate(self, request: web.Request, action: str) -> str | web.Response:
+        """Who may do ``action`` (``key:k_…`` or ``user:…``), or the audited refusal: 403 for a
+        foreign origin, 401 without a credential, 403 without the admin role."""
+        origin = request.headers.get("Origin")
+        if origin is not None and not origin_allowed(
+            origin, allowed=self._settings.allowed_origins, auth_enabled=True
+        ):
+            self._admin.refused("-", action, "origin not allowed")
+            return json_error(403, "forbidden", "origin not allowed")
+        actor = await self._actor(request)
+        if isinstance(actor, web.Response):
+            self._admin.refused("-", action, "no admin credential")
+        return actor
 
     async def _actor(self, request: web.Request) -> str | web.Response:
         """Who asks (``key:k_…`` or ``user:…``), or the refusal: 401, 403 without ``admin``."""

@@ -49,6 +49,10 @@ class KeyAdmin:
     def _audited(self, actor: str, action: str, target: str, **fields: Any) -> None:
         _audit.info("admin_action", actor=actor, action=action, target=target, **fields)
 
+    def acted(self, actor: str, action: str, target: str, **fields: Any) -> None:
+        """An action taken elsewhere (the console's drain): audited like the API's own."""
+        self._audited(actor, action, target, **fields)
+
     def refused(self, actor: str, action: str, why: str) -> None:
         """A request refused for bad input: audited too (the message names the field)."""
         _audit.warning("admin_refused", actor=actor, action=action, reason=why)

@@ -40,7 +40,7 @@ from gateway.routing import ModelCatalog, TargetHealth, WarmPool
 from gateway.session.client_output import ClientOutput
 from gateway.session.fan_out import for_each
 from gateway.session.opening import open_session
-from gateway.session.parts import SessionParts
+from gateway.session.parts import SessionObserver, SessionParts
 from gateway.session.refusals import StartRefused, store_unavailable
 from gateway.session.resume import Resumes
 from gateway.session.session import Session, SessionUser
@@ -97,6 +97,7 @@ class SessionManager:
     catalog: ModelCatalog | None = None  # the operator's model aliases (GATEWAY_MODELS)
     health: TargetHealth | None = None  # the breakers of their targets
     pool: WarmPool | None = None  # connections opened ahead
+    observer: SessionObserver | None = None  # hears the sessions' events: the console
     resumes: Resumes = field(init=False)
     slots: SessionSlots = field(init=False)
     # What every session here is built with (``opening.open_session``).
@@ -114,6 +115,7 @@ class SessionManager:
             catalog=self.catalog,
             health=self.health,
             pool=self.pool,
+            observer=self.observer,
         )
         self.slots = SessionSlots(
             self.settings, self.store, self.counters, self.clock, self.node_id, self.keys

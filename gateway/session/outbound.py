@@ -71,7 +71,10 @@ class Outbound(Generic[T]):
         on_overflow: Callable[[], None] = lambda: None,
         ordered: bool = False,
         write_audio_now: Callable[[bytes, str | None], bool] | None = None,
+        edge: str = "websocket",
     ) -> None:
+        """``edge``: the client edge it writes to, as the operator's console names it."""
+        self.edge = edge
         self._send_event = send_event
         self._send_bytes = send_bytes
         self._prepare = prepare

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from gateway.clock import Clock
 from gateway.config import Settings
 from gateway.governance import BudgetCounters
 from gateway.observability import Metrics
+from gateway.protocol import ServerEvent
 from gateway.registry import Registry
 from gateway.routing import ModelCatalog
 from gateway.routing.health import TargetHealth
@@ -20,7 +22,13 @@ from gateway.session.holding_policy import NO_HOLDING, HoldingPolicy
 from gateway.toolrun import DEFAULT_BUDGETS, AuditSink, Mode, ModeBudget
 from gateway.usage import PriceTable
 
-__all__ = ["SessionParts"]
+__all__ = ["SessionObserver", "SessionParts"]
+
+
+class SessionObserver(Protocol):
+    """Hears each event a session sends its client (never its audio): the operator's console."""
+
+    def event(self, session: Any, event: ServerEvent) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +53,7 @@ class SessionParts:
     health: TargetHealth | None = None
     # Connections opened ahead for the targets that keep some (None: none are).
     pool: WarmPool | None = None
+    observer: SessionObserver | None = None
 
     @classmethod
     def of(
@@ -59,6 +68,7 @@ class SessionParts:
         catalog: ModelCatalog | None = None,
         health: TargetHealth | None = None,
         pool: WarmPool | None = None,
+        observer: SessionObserver | None = None,
     ) -> SessionParts:
         """The parts ``settings`` configure; the operator's price table read once, here."""
         path = settings.price_table
@@ -77,4 +87,5 @@ class SessionParts:
             catalog=catalog,
             health=health,
             pool=pool,
+            observer=observer,
         )

@@ -131,6 +131,7 @@ class Session:
             on_priced=None if self.budget is None else self.budget.response_charged,
         )
         self._audit = parts.audit
+        self._observer = parts.observer
         self.state = SessionState.STARTING
         self.outbound: ClientOutput | None = None
         self.resume_token_hash = ""
@@ -280,6 +281,8 @@ class Session:
             return  # session.ended is the last event; late upstream events are dropped
         if isinstance(event, ToolFinished):  # every outcome the model gets, for a replay
             self.conversation.history.append(ConversationItem("tool", result_note(event)))
+        if self._observer is not None:
+            self._observer.event(self, event)
         if self.outbound is not None:
             # A response's end follows its audio; session.ended is the very last frame.
             ordered = isinstance(event, ResponseDone | SessionEnded)

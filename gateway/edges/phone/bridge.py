@@ -129,6 +129,7 @@ class PhoneBridge:
             prepare=as_is,
             max_audio_frames=max_audio_frames,
             ordered=True,
+            edge=carrier,
         )
         # Events arrive in order with the audio (``ordered``), so audio belongs to the response
         # started last, until it is done (an earlier one may be held for its tools meanwhile).

@@ -126,6 +126,7 @@ class CompatBridge:
             max_audio_frames=max_audio_frames,
             ordered=True,
             write_audio_now=None if write_now is None else self._audio_out_now,
+            edge="realtime" if audio_sink is None else "realtime-webrtc",
         )
         self._opener = SessionOpener(lambda start: start_session(start, self.outbound), end_unused)
         self._live: Session | None = None  # in use: the client's events go to it

@@ -90,6 +90,7 @@ class NativeCall:
             prepare=as_is,
             max_audio_frames=settings.outbound_audio_frames,
             ordered=True,
+            edge="webrtc",
         )
         self._writer = asyncio.create_task(self.outbound.run())
         self._spawn(self._close_when_released())
