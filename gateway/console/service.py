@@ -106,6 +106,7 @@ class Console:
         watched = self._watched.get(session.session_id)
         user, usage = session.user, session.conversation.usage
         duration = max(0.0, now_mono - session.started_at)
+        trace = getattr(session, "trace", None)  # with tracing on: its trace, for a link
         return {
             "session_id": session.session_id,
             "node": self.node_id,
@@ -123,6 +124,9 @@ class Console:
             "tool_calls": sum(usage.tool_calls.values()),
             "spend": usage.estimated_cost,
             "state": "live" if session.outbound is not None else "parked",
+            "trace_id": None
+            if trace is None
+            else format(trace.session_span.get_span_context().trace_id, "032x"),
         }
 
     def blob(self, now_mono: float) -> dict[str, Any]:
@@ -207,5 +211,6 @@ class Console:
         return {
             "session": summary,
             "live": summary is not None and not ended,
+            "trace_id": None if summary is None else summary.get("trace_id"),
             "entries": entries,
         }
