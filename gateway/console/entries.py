@@ -23,6 +23,7 @@ from gateway.protocol import (
     ServerEvent,
     SessionEnded,
     SessionMoving,
+    SessionStarted,
     SpeechStarted,
     ToolFinished,
     ToolStarted,
@@ -85,6 +86,8 @@ class Entries:
                 return [entry]
             case SessionMoving(reason=reason):
                 return [{"at": at, "kind": "move", "reason": reason}]
+            case SessionStarted(resumed=True):
+                return [{"at": at, "kind": "resumed"}]
             case SessionEnded(reason=reason):
                 return [{"at": at, "kind": "ended", "reason": str(reason)}]
             case _:

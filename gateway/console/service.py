@@ -96,6 +96,8 @@ class Console:
         if isinstance(edge, str):
             watched.edge = edge
         found = watched.entries.of(event, iso(self._wall()))
+        for entry in found:
+            entry["node"] = self.node_id  # where it happened: a session may move
         watched.unwritten.extend(found)
         if isinstance(event, SessionEnded):
             watched.ended = True
