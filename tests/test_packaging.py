@@ -29,6 +29,8 @@ def test_the_wheel_holds_the_product_and_nothing_else(tmp_path: Path) -> None:
     assert tops == {"gateway", "transports", "rfc6455", "tools", "registry_build"}
     assert not [n for n in names if "/fake" in n or "/tests/" in n or n.startswith("bench/")]
     assert "gateway/static/index.html" in names  # package data still ships
+    assert "gateway/static/js/webrtc.js" in names
+    assert "gateway/static/console/index.html" in names  # the operator's console
     metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
     parsed = Parser().parsestr(zipfile.ZipFile(wheel).read(metadata).decode())
     requirements = parsed.get_all("Requires-Dist") or []

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 from aiohttp import web
@@ -95,15 +96,21 @@ class AdminRoutes:
         """Who may do ``action`` (``key:k_…`` or ``user:…``), or the audited refusal: 403 for a
         foreign origin, 401 without a credential, 403 without the admin role."""
         origin = request.headers.get("Origin")
-        if origin is not None and not origin_allowed(
-            origin, allowed=self._settings.allowed_origins, auth_enabled=True
-        ):
+        if origin is not None and not self._origin_allowed(origin, request):
             self._admin.refused("-", action, "origin not allowed")
             return json_error(403, "forbidden", "origin not allowed")
         actor = await self._actor(request)
         if isinstance(actor, web.Response):
             self._admin.refused("-", action, "no admin credential")
         return actor
+
+    def _origin_allowed(self, origin: str, request: web.Request) -> bool:
+        """A listed origin (``GATEWAY_ALLOWED_ORIGINS``); with no list, the gateway's own pages
+        only (the console): never another site's."""
+        allowed = self._settings.allowed_origins
+        if allowed:
+            return origin_allowed(origin, allowed=allowed, auth_enabled=True)
+        return urlsplit(origin).netloc == request.host
 
     async def _actor(self, request: web.Request) -> str | web.Response:
         """Who asks (``key:k_…`` or ``user:…``), or the refusal: 401, 403 without ``admin``."""

@@ -42,6 +42,9 @@ class ConsoleSession(Protocol):
     def mode(self) -> str: ...
 
     @property
+    def turn(self) -> Any: ...
+
+    @property
     def provider(self) -> str: ...
 
 
@@ -98,6 +101,8 @@ class Console:
         found = watched.entries.of(event, iso(self._wall()))
         for entry in found:
             entry["node"] = self.node_id  # where it happened: a session may move
+            if entry["kind"] == "turn":  # numbered as the session counts its user's turns
+                entry["turn"] = session.turn.number
         watched.unwritten.extend(found)
         if isinstance(event, SessionEnded):
             watched.ended = True

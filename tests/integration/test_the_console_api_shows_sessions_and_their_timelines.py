@@ -126,3 +126,16 @@ async def test_no_console_without_the_admin_api(gateway_factory: GatewayFactory)
     for path in ("/console", "/admin/v1/console/sessions"):
         async with gateway.http.get(gateway.url + path, headers=admin()) as answer:
             assert answer.status == 404, path
+
+
+async def test_with_no_origins_listed_only_the_gateways_own_pages_may_call(
+    gateway_factory: GatewayFactory,
+) -> None:
+    gateway = await gateway_factory(admin=True)
+    own = gateway.url  # http://127.0.0.1:port, the console's own origin
+    path = "/admin/v1/console/nodes"
+    assert (await get(gateway, path, **{"Origin": own, **admin()}))[0] == 200
+    assert (await get(gateway, path, **{"Origin": "https://evil.test", **admin()}))[0] == 403
+    assert (await get(gateway, "/admin/v1/keys", **{"Origin": "http://evil.test", **admin()}))[
+        0
+    ] == 403
