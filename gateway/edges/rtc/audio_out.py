@@ -2,7 +2,8 @@
 
 aiortc's sender calls ``recv()`` back to back, so the track paces itself: one 20 ms frame of
 48 kHz mono PCM16 per 20 ms of the loop's clock, silence when nothing is queued (a track that
-raises stops for good), timestamps continuous. ``clear`` drops what is queued (barge-in).
+raises stops for good), timestamps continuous. A reply's first frame goes as it arrives, not
+at the next tick, and the pace starts from it. ``clear`` drops what is queued (barge-in).
 
 Each frame remembers the response it belongs to (``begin`` names the response whose audio
 follows), and ``on_played`` hears, every ``REPORT_EVERY`` frames of a response and at its last
@@ -32,6 +33,11 @@ _TIME_BASE = fractions.Fraction(1, RATE)
 _SILENCE = bytes(FRAME_BYTES)
 
 
+def _wake(waiter: asyncio.Future[None] | None) -> None:
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)
+
+
 class PcmOutTrack(MediaStreamTrack):
     kind = "audio"
 
@@ -43,6 +49,7 @@ class PcmOutTrack(MediaStreamTrack):
         self._pts = 0
         self._next_at: float | None = None
         self.on_played = on_played
+        self._waiter: asyncio.Future[None] | None = None  # recv() waiting to send silence
         self._sent: dict[str, int] = {}  # frames sent, per response (the last few)
         self.sent_audio_ms = 0  # reply audio (not silence) handed to the encoder
 
@@ -58,6 +65,8 @@ class PcmOutTrack(MediaStreamTrack):
         for start in range(0, whole, FRAME_BYTES):
             self._queue.append((self._response, bytes(self._held[start : start + FRAME_BYTES])))
         del self._held[:whole]
+        if whole:
+            _wake(self._waiter)
 
     def flush(self) -> None:
         """The reply ended: its last partial frame goes, padded with silence."""
@@ -96,8 +105,20 @@ class PcmOutTrack(MediaStreamTrack):
         if self._next_at is None or self._next_at < now - 0.1:
             self._next_at = now  # first frame, or the loop fell behind: start afresh
         wait = self._next_at - now
-        if wait > 0:
-            await asyncio.sleep(wait)
+        if wait > 0 and self._queue:
+            await asyncio.sleep(wait)  # a reply playing: its pace
+        elif wait > 0:
+            # Silence is due: a reply's first audio arriving meanwhile goes at once, not at the
+            # next tick (10 ms sooner on average), and the pace starts again from it.
+            waiter = self._waiter = loop.create_future()
+            timer = loop.call_later(wait, _wake, waiter)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+                self._waiter = None
+            if self._queue:
+                self._next_at = loop.time()
         self._next_at += FRAME_MS / 1000
         frame = av.AudioFrame(format="s16", layout="mono", samples=FRAME_SAMPLES)
         frame.planes[0].update(self._next_pcm())
