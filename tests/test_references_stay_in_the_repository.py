@@ -61,6 +61,7 @@ GENERATED_NAMES: Mapping[str, str] = {
     "report.md": "the soak's report, written into its --out folder (build/soak/ by default)",
     "latency.md": "scripts/bench latency's table, written into its --out folder",
     "failover.md": "scripts/bench failover's tables, written into its --out folder",
+    "webrtc-memory.md": "scripts/bench webrtc --memory's table, written into its --out folder",
 }
 # Absolute paths that are not anyone's workspace.
 OUTSIDE_PATHS_ALLOWED: Mapping[str, str] = {

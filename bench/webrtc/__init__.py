@@ -1,0 +1,1 @@
+"""``scripts/bench webrtc``: what the WebRTC edge costs against the WebSocket path (issue 35)."""
