@@ -20,6 +20,14 @@
 - ``failover``: a voice session's failover from its first target to the next, per kind of fault
   (refused, 429, lost, stalls), ``--faults`` of each (``bench.failover.bench``);
   ``failover.png`` into ``--docs``.
+- ``webrtc``: the WebRTC edge against ``/v1/session`` on one gateway and the OpenAI fake: added
+  voice-to-voice latency with A/A rows, CPU per session, the session ramp; ``--memory``: RSS of
+  ``--sessions`` (20) sessions held ``--minutes`` (10), and what is left after they close
+  (``bench.webrtc``; into ``build/bench-webrtc/`` unless ``--out``).
+- ``console``: what the operator console's live updates cost the relay: relay CPU per frame
+  pair on one of two nodes on Redis, a console stream open on each node against none, with an
+  A/A row (``bench.console``; ``--reps`` 5, ``--sessions N`` 50; into ``build/bench-console/``
+  unless ``--out``).
 
 ``--quick`` shrinks every plan to a smoke run (1 rep, 3 s, 10 sessions).
 """
@@ -47,6 +55,8 @@ SUBCOMMANDS = [
     "budgets",
     "setup",
     "failover",
+    "webrtc",
+    "console",
 ]
 
 
@@ -116,12 +126,69 @@ def _parser() -> argparse.ArgumentParser:
     failover.add_argument(
         "--faults", type=int, help="faults injected per kind (default 100; --quick 5)"
     )
+    webrtc = parser.add_argument_group("webrtc")
+    webrtc.add_argument(
+        "--memory", action="store_true", help="the memory run (--sessions, --minutes) instead"
+    )
+    webrtc.add_argument("--minutes", type=float, help="--memory: how long (default 10)")
+    webrtc.add_argument(
+        "--parts", help="comma-separated, some of latency,cpu,ramp (default: all three)"
+    )
     gemini = parser.add_argument_group("relay --provider gemini (the older bench)")
     gemini.add_argument("--provider", choices=["openai", "gemini"], default="openai")
     gemini.add_argument("--sessions", type=_counts, default=[1, 50], help="e.g. 1,50")
     gemini.add_argument("--fps", type=float, default=50.0)
     gemini.add_argument("--seconds", type=float, default=10.0)
     return parser
+
+
+def _webrtc(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    out = Path("build/bench-webrtc") if args.out == parser.get_default("out") else args.out
+    sessions = None
+    if args.sessions is not parser.get_default("sessions"):  # given: one count
+        if len(args.sessions) != 1:
+            parser.error("webrtc: --sessions takes one count")
+        sessions = args.sessions[0]
+    if args.memory:
+        from bench.webrtc import memory
+
+        mplan = memory.MemoryPlan.quick() if args.quick else memory.MemoryPlan()
+        if sessions is not None:
+            mplan = dataclasses.replace(mplan, sessions=sessions)
+        if args.minutes is not None:
+            if args.minutes <= 0:
+                parser.error("--minutes must be > 0")
+            mplan = dataclasses.replace(mplan, minutes=args.minutes)
+        return memory.main(out, mplan)
+    from bench.webrtc import bench as webrtc_bench
+
+    wplan = webrtc_bench.WebRtcPlan.quick() if args.quick else webrtc_bench.WebRtcPlan()
+    if args.reps:
+        wplan = dataclasses.replace(wplan, reps=args.reps)
+    if sessions is not None:
+        wplan = dataclasses.replace(wplan, cpu_sessions=sessions)
+    if args.levels:
+        wplan = dataclasses.replace(wplan, ramp_levels=tuple(args.levels))
+    if args.parts:
+        parts = tuple(part.strip() for part in args.parts.split(",") if part.strip())
+        if not parts or set(parts) - {"latency", "cpu", "ramp"}:
+            parser.error("--parts: some of latency,cpu,ramp")
+        wplan = dataclasses.replace(wplan, parts=parts)
+    return webrtc_bench.main(out, wplan)
+
+
+def _console(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from bench.console import bench as console_bench
+
+    out = Path("build/bench-console") if args.out == parser.get_default("out") else args.out
+    plan = console_bench.ConsolePlan.quick() if args.quick else console_bench.ConsolePlan()
+    if args.sessions is not parser.get_default("sessions"):  # given: one count
+        if len(args.sessions) != 1:
+            parser.error("console: --sessions takes one count")
+        plan = dataclasses.replace(plan, sessions=args.sessions[0])
+    if args.reps:
+        plan = dataclasses.replace(plan, reps=args.reps)
+    return console_bench.main(out, plan)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -164,6 +231,10 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error("--faults must be ≥ 1")
             fplan = dataclasses.replace(fplan, faults=args.faults)
         return failover_bench.main(args.out, args.docs, fplan)
+    if args.target == "webrtc":
+        return _webrtc(parser, args)
+    if args.target == "console":
+        return _console(parser, args)
     if args.target == "relay" and args.provider == "gemini":
         from bench.relay import bench as relay_bench
 

@@ -12,9 +12,10 @@ own). Repetitions are interleaved (the order turns each repetition).
    of one session (this process is also the fake and the client: one session keeps its loop
    quiet). Target: ``on`` adds at most 0.5 ms to the p99 of ``off``.
 2. **Relay CPU** (the fake in echo mode, a subprocess; the Python load generator of
-   ``bench.relay``): gateway CPU per frame pair (``/proc/<pid>/stat``), 20 ms frames, the
-   measured gateway pinned alone to one core. Target: ``on`` within 5 % of ``off``, judged by
-   the median of per-repetition ratios beside the A/A ratio (``off_again`` / ``off``).
+   ``bench.relay``, in the loop ``bench.relay.ab`` shares with ``scripts/bench console``):
+   gateway CPU per frame pair (``/proc/<pid>/stat``), 20 ms frames, the measured gateway
+   pinned alone to one core. Target: ``on`` within 5 % of ``off``, judged by the median of
+   per-repetition ratios beside the A/A ratio (``off_again`` / ``off``).
 
 Results: a table, and ``<out>/budgets.json`` with every repetition.
 """
@@ -34,9 +35,8 @@ from typing import Any
 
 import aiohttp
 
-from bench.relay.load import LoadPlan, run_load
+from bench.relay.ab import RelayLoad, Row, median_of, per_rep, ratios, relay_rows, turning
 from bench.relay.procs import (
-    CLOCK_TICKS_PER_S,
     ChildProcess,
     collector_paused,
     gateway_env_openai,
@@ -44,9 +44,8 @@ from bench.relay.procs import (
     plan_cores,
     start_fake_upstream,
     start_gateway,
-    take_snapshot,
 )
-from bench.relay.stats import cpu_us_per_frame, cpu_usage, percentile
+from bench.relay.stats import percentile
 from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
 from gateway.budgets import Limits
 from gateway.clock import SystemClock
@@ -144,8 +143,7 @@ async def _responses(reps: int, redis_url: str, work: Path) -> list[dict[str, An
         with contextlib.ExitStack() as children:
             gateways = _start_gateways(fake.ws_url, redis_url, work, children, "responses")
             for rep in range(reps):
-                order = TARGETS if rep % 2 == 0 else TARGETS[::-1]
-                for target in order:
+                for target in turning(TARGETS, rep):
                     gaps: list[float] = []
                     url = gateways[target][1]
                     with collector_paused():
@@ -170,7 +168,6 @@ async def _relay(
     reps: int, sessions: int, seconds: float, redis_url: str, work: Path
 ) -> list[dict[str, Any]]:
     cores, _ = plan_cores()
-    records = []
     with contextlib.ExitStack() as children:
         echo, upstream = start_fake_upstream(work)
         children.callback(echo.stop)
@@ -179,67 +176,27 @@ async def _relay(
             pin_process(echo.pid, cores.load_core)
             for child, _ in gateways.values():
                 pin_process(child.pid, cores.relay_core)
-        pids = {target: child.pid for target, (child, _) in gateways.items()}
-        for target in TARGETS:  # warm each path once, not recorded
-            plan = LoadPlan("gateway", _ws(gateways[target][1]), 2, 50.0, 0.5, 10)
-            await run_load(plan, lambda: take_snapshot(pids))
-        for rep in range(reps):
-            order = TARGETS if rep % 2 == 0 else TARGETS[::-1]
-            for target in order:
-                plan = LoadPlan("gateway", _ws(gateways[target][1]), sessions, 50.0, seconds, 0)
-                with collector_paused():
-                    result = await run_load(plan, lambda: take_snapshot(pids))
-                assert result.before is not None
-                assert result.after is not None
-                usage = cpu_usage(result.before, result.after, CLOCK_TICKS_PER_S)
-                record = {
-                    "part": "relay",
-                    "rep": rep,
-                    "target": target,
-                    "sessions": sessions,
-                    "frames_back": result.returned,
-                    "lost": result.lost,
-                    "cpu_us_per_frame": cpu_us_per_frame(usage.process_s[target], result.returned),
-                    "p99_ms": round(percentile(result.round_trips_s, 99) * 1000, 4),
-                    "other_cores": round(usage.other_cores, 3),
-                }
-                records.append(record)
-                print(f"  {record}", file=sys.stderr, flush=True)
-                await asyncio.sleep(0.3)  # the closed sessions go before the next run
-    return records
-
-
-def _ws(url: str) -> str:
-    return f"{url.replace('http://', 'ws://', 1)}/v1/session"
+        rows = [Row(target, url, child.pid) for target, (child, url) in gateways.items()]
+        return await relay_rows(rows, reps, RelayLoad(sessions, seconds))
 
 
 # -- the verdict --------------------------------------------------------------------------------
 
 
-def _per_rep(records: list[dict[str, Any]], part: str, field: str) -> dict[int, dict[str, float]]:
-    by_rep: dict[int, dict[str, float]] = {}
-    for record in records:
-        if record["part"] == part and record[field] is not None:
-            by_rep.setdefault(record["rep"], {})[record["target"]] = float(record[field])
-    return by_rep
-
-
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
-    response = _per_rep(records, "response", "p99_ms")
-    relay = _per_rep(records, "relay", "cpu_us_per_frame")
+    response = per_rep(records, "response", "p99_ms")
+    relay = per_rep(records, "relay", "cpu_us_per_frame")
     added = [rep["on"] - rep["off"] for rep in response.values()]
     added_aa = [rep["off_again"] - rep["off"] for rep in response.values()]
-    ratios = [rep["on"] / rep["off"] for rep in relay.values()]
-    ratios_aa = [rep["off_again"] / rep["off"] for rep in relay.values()]
+    cpu_ratios = ratios(relay, "on", "off")
+    cpu_ratios_aa = ratios(relay, "off_again", "off")
     return {
-        "response_p99_ms": {t: statistics.median(r[t] for r in response.values()) for t in TARGETS},
+        "response_p99_ms": {t: median_of(response, t) for t in TARGETS},
         "response_p99_added_ms": {"median": statistics.median(added), "reps": added},
         "response_p99_added_aa_ms": {"median": statistics.median(added_aa), "reps": added_aa},
-        "relay_cpu_us_per_frame": {
-            t: statistics.median(r[t] for r in relay.values()) for t in TARGETS
-        },
-        "relay_cpu_ratio": {"median": statistics.median(ratios), "reps": ratios},
-        "relay_cpu_ratio_aa": {"median": statistics.median(ratios_aa), "reps": ratios_aa},
+        "relay_cpu_us_per_frame": {t: median_of(relay, t) for t in TARGETS},
+        "relay_cpu_ratio": {"median": statistics.median(cpu_ratios), "reps": cpu_ratios},
+        "relay_cpu_ratio_aa": {"median": statistics.median(cpu_ratios_aa), "reps": cpu_ratios_aa},
         "targets": {
             "response_p99_added_ms_at_most": 0.5,
             "relay_cpu_ratio_at_most": 1.05,

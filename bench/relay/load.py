@@ -64,6 +64,7 @@ class LoadPlan:
     ca_file: Path | None = None  # the certificate a wss:// fake is trusted by
     grace_s: float = 2.0
     api_key: str = "sk-bench"
+    bearer: str | None = None  # ``gateway``: the sessions' credential, when auth is on
 
     @property
     def period_s(self) -> float:
@@ -115,6 +116,8 @@ async def _open(
             if gemini
             else {"Authorization": f"Bearer {plan.api_key}"}
         )
+    elif plan.bearer is not None:
+        headers = {"Authorization": f"Bearer {plan.bearer}"}
     ws = await connect(
         plan.url,
         additional_headers=headers,

@@ -1,0 +1,1 @@
+"""``scripts/bench console``: what the operator console costs the relay (``bench.console``)."""
