@@ -169,6 +169,7 @@ class Console:
         self.changed.clear()
 
     async def run(self, monotonic: Callable[[], float]) -> None:
+        due = monotonic()
         while True:
             try:
                 await self.publish_once(monotonic())
@@ -176,7 +177,9 @@ class Console:
                 pass  # the next second tries again; the entries wait meanwhile
             except Exception:
                 _log.exception("console_publish_failed")
-            await asyncio.sleep(PUBLISH_EVERY_S)
+            # Once a second on the clock, not a second after each publication (no drift).
+            due = max(due + PUBLISH_EVERY_S, monotonic())
+            await asyncio.sleep(due - monotonic())
 
     # -- what the console reads --------------------------------------------------------------
 
