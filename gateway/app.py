@@ -153,6 +153,7 @@ def build_console(settings: Settings, store: SessionStore, node_id: str) -> Cons
         node_id=node_id,
         version=package_version("realtime-gateway"),
         transcripts=settings.console_transcripts,
+        trace_url=settings.console_trace_url,
     )
 
 

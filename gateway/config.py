@@ -202,6 +202,9 @@ class Settings(ProviderSettings, CarrierSettings, RtcSettings):
     # The console's timelines keep the conversation's transcripts (redacted as the client's
     # are). Off: turns, tools and usage only.
     console_transcripts: bool = False
+    # Where the console links a session's trace: a URL with {trace_id} (a Jaeger or Tempo page,
+    # say); unset: the trace id is shown, not linked.
+    console_trace_url: str | None = None
     # Budgets (docs/keys.md): sessions charged and held to the limits of their key, user and
     # team. Off: nothing is counted or limited (keys still authenticate).
     budgets: bool = True
@@ -254,6 +257,15 @@ class Settings(ProviderSettings, CarrierSettings, RtcSettings):
         validation_alias=_phone("farewell"),
     )
     phone_token_ttl_s: float = Field(default=120.0, gt=0, validation_alias=_phone("token_ttl_s"))
+
+    @field_validator("console_trace_url")
+    @classmethod
+    def _a_trace_link(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        if "{trace_id}" not in value or not value.startswith(("https://", "http://")):
+            raise ValueError("must be an http(s) URL with {trace_id} where the id goes")
+        return value.strip()
 
     @field_validator("provider")
     @classmethod

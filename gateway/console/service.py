@@ -72,12 +72,15 @@ class Console:
         node_id: str,
         version: str,
         transcripts: bool = False,
+        trace_url: str | None = None,
         wall: Callable[[], float] = time.time,
     ) -> None:
+        """``trace_url``: where a session's trace is shown, ``{trace_id}`` in it (a link)."""
         self.store = store
         self.node_id = node_id
         self.version = version
         self._transcripts = transcripts
+        self._trace_url = trace_url
         self._wall = wall
         self._watched: dict[str, _Watched] = {}
         self._sessions: Mapping[str, Any] = {}
@@ -218,9 +221,13 @@ class Console:
             return None
         entries = written + pending
         ended = any(e.get("kind") == "ended" for e in entries)
+        trace_id = None if summary is None else summary.get("trace_id")
         return {
             "session": summary,
             "live": summary is not None and not ended,
-            "trace_id": None if summary is None else summary.get("trace_id"),
+            "trace_id": trace_id,
+            "trace_url": None
+            if trace_id is None or self._trace_url is None
+            else self._trace_url.replace("{trace_id}", trace_id),
             "entries": entries,
         }

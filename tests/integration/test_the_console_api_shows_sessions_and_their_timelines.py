@@ -139,3 +139,34 @@ async def test_with_no_origins_listed_only_the_gateways_own_pages_may_call(
     assert (await get(gateway, "/admin/v1/keys", **{"Origin": "http://evil.test", **admin()}))[
         0
     ] == 403
+
+
+async def test_with_tracing_on_a_timeline_links_its_trace(gateway_factory: GatewayFactory) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from gateway.observability import Tracing
+
+    provider = TracerProvider()
+    gateway = await gateway_factory(
+        admin=True,
+        tracing=Tracing(provider),
+        console_trace_url="https://traces.example/trace/{trace_id}",
+    )
+    try:
+        async with gateway.session("text", sub="carol") as client:
+            sid = client.started["session_id"]
+            await client.say("hello")
+            session = gateway.manager.sessions[sid]
+            assert session.trace is not None
+            context = session.trace.session_span.get_span_context()
+            trace_id = format(context.trace_id, "032x")
+
+            async def traced() -> Any:
+                _, body = await get(gateway, f"/admin/v1/console/sessions/{sid}/timeline")
+                return body if body.get("trace_id") else None
+
+            timeline = await until(gateway, traced)
+        assert timeline["trace_id"] == trace_id
+        assert timeline["trace_url"] == f"https://traces.example/trace/{trace_id}"
+    finally:
+        provider.shutdown()

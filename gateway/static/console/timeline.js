@@ -98,7 +98,7 @@ export class TimelineView {
     if (json === this.lastBody) return;
     this.lastBody = json;
     const session = body.session ?? this.lookup(this.sessionId);
-    this.facts(session, body.trace_id);
+    this.facts(session, body.trace_id, body.trace_url);
     const ended = body.entries.find((e) => e.kind === "ended");
     const hasTranscript = body.entries.some((e) => e.kind === "transcript");
     this.state(
@@ -114,7 +114,7 @@ export class TimelineView {
     if (follow && this.polls > 1) page.scrollTop = page.scrollHeight;
   }
 
-  facts(session, traceId) {
+  facts(session, traceId, traceUrl) {
     const list = $("timeline-facts");
     if (!session) return list.replaceChildren();
     const pairs = [
@@ -131,8 +131,10 @@ export class TimelineView {
       ["Tool calls", String(session.tool_calls)],
       ["Spend", formatMoney(session.spend)],
     ];
-    if (traceId) pairs.push(["Trace", traceId]);
-    list.replaceChildren(...pairs.map(([term, value]) => h("div", {}, h("dt", { text: term }), h("dd", { text: value }))));
+    // The operator's trace viewer (GATEWAY_CONSOLE_TRACE_URL), only an http(s) link.
+    const link = traceUrl && /^https?:\/\//.test(traceUrl) ? h("a", { href: traceUrl, rel: "noopener", target: "_blank", text: traceId }) : traceId;
+    if (traceId) pairs.push(["Trace", link]);
+    list.replaceChildren(...pairs.map(([term, value]) => h("div", {}, h("dt", { text: term }), h("dd", {}, value))));
   }
 
   entry(entry, start) {
