@@ -28,13 +28,14 @@ from browser_kit import (
     webrtc_call_of,
     webrtc_chromium,
 )
+from demo_page_kit import ASSISTANT, ON_WEBRTC, TEST_S, WAIT_MS, connect, stats, until
 from harness import Gateway, GatewayFactory, token
 
 from fakes.openai_realtime.server import FakeOptions, FakeRealtimeServer
 
 CHROMIUM = chromium_path()
 try:
-    from playwright.async_api import Page, async_playwright
+    from playwright.async_api import async_playwright
 except ImportError:  # pragma: no cover - the dev extra installs it
     async_playwright = None  # type: ignore[assignment]
 
@@ -43,13 +44,8 @@ pytestmark = pytest.mark.skipif(
     reason="browser test skipped: no Chromium (apt-get install chromium) or no playwright",
 )
 
-WAIT_MS = 15_000  # one page condition
-TEST_S = 60  # one test, whole
 DENTIST = {"title": "Dentist", "start": "2026-12-01T10:00:00+01:00"}
 TRANSCRIPT = "[data-testid=transcript]"
-ASSISTANT = f"{TRANSCRIPT} li[data-role=assistant]"
-ON_WEBRTC = "[data-testid=transport][data-transport=webrtc]"
-LIVE = "[data-testid=status][data-state=live]"
 
 
 def words(n: int) -> str:
@@ -60,22 +56,6 @@ def words(n: int) -> str:
 async def chromium(tmp_path: Path) -> AsyncIterator[Launch]:
     async with webrtc_chromium(tmp_path) as launch:
         yield launch
-
-
-async def connect(page: Page, mode: str = "voice") -> str:
-    await page.select_option("[data-testid=mode]", mode)
-    await page.click("[data-testid=connect]")
-    await page.wait_for_selector(LIVE, timeout=WAIT_MS)
-    return await page.inner_text("[data-testid=session-id]")
-
-
-async def stats(page: Page) -> dict[str, Any]:
-    value: dict[str, Any] = await page.evaluate("() => structuredClone(window.demo.stats)")
-    return value
-
-
-async def until(page: Page, condition: str, within_ms: int = WAIT_MS) -> None:
-    await page.wait_for_function(f"() => {condition}", timeout=within_ms, polling=50)
 
 
 async def spoken_turn_is_answered(gateway: Gateway, opened: WatchedPage) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from browser_kit import Launch, chromium_path, open_watched, webrtc_call_of, webrtc_chromium
+from demo_page_kit import ASSISTANT, ON_WEBRTC, TEST_S, WAIT_MS, connect, stats, until
 from harness import GatewayFactory, token
 
 CHROMIUM = chromium_path()
@@ -33,12 +34,7 @@ pytestmark = pytest.mark.skipif(
     reason="browser test skipped: no Chromium (apt-get install chromium) or no playwright",
 )
 
-WAIT_MS = 15_000  # one page condition
-TEST_S = 60  # one test, whole
-ASSISTANT = "[data-testid=transcript] li[data-role=assistant]"
-ON_WEBRTC = "[data-testid=transport][data-transport=webrtc]"
 ON_WEBSOCKET = "[data-testid=transport][data-transport=websocket]"
-LIVE = "[data-testid=status][data-state=live]"
 RESUMED = "[data-testid=banner][data-tone=good]"
 
 
@@ -46,22 +42,6 @@ RESUMED = "[data-testid=banner][data-tone=good]"
 async def chromium(tmp_path: Path) -> AsyncIterator[Launch]:
     async with webrtc_chromium(tmp_path) as launch:
         yield launch
-
-
-async def connect(page: Page, mode: str = "voice") -> str:
-    await page.select_option("[data-testid=mode]", mode)
-    await page.click("[data-testid=connect]")
-    await page.wait_for_selector(LIVE, timeout=WAIT_MS)
-    return await page.inner_text("[data-testid=session-id]")
-
-
-async def stats(page: Page) -> dict[str, Any]:
-    value: dict[str, Any] = await page.evaluate("() => structuredClone(window.demo.stats)")
-    return value
-
-
-async def until(page: Page, condition: str, within_ms: int = WAIT_MS) -> None:
-    await page.wait_for_function(f"() => {condition}", timeout=within_ms, polling=50)
 
 
 async def refuse_offers(page: Page) -> None:

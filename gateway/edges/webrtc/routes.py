@@ -119,11 +119,16 @@ class WebRtcRoutes:
                 return call
         return None
 
-    async def config(self, request: web.Request) -> web.Response:
+    async def _caller(self, request: web.Request) -> SessionUser | web.Response:
+        """Who asks (budgets not checked: this opens nothing), or the refusal: the origin, a
+        draining node, the credential."""
         refused = self._admission.refuse_socket(request)
         if refused is not None:
             return refused
-        user = await self._admission.identify(bearer_or_query_token(request))
+        return await self._admission.identify(bearer_or_query_token(request))
+
+    async def config(self, request: web.Request) -> web.Response:
+        user = await self._caller(request)
         if isinstance(user, web.Response):
             return user
         settings = self._settings
@@ -161,10 +166,7 @@ class WebRtcRoutes:
         return web.json_response({"sdp": answer, "type": "answer", "call_id": call.call_id})
 
     async def candidates(self, request: web.Request) -> web.Response:
-        refused = self._admission.refuse_socket(request)
-        if refused is not None:
-            return refused
-        user = await self._admission.identify(bearer_or_query_token(request))
+        user = await self._caller(request)
         if isinstance(user, web.Response):
             return user
         call = self._calls.get(request.match_info["call_id"])
