@@ -101,8 +101,10 @@ class Console:
         edge = getattr(session.outbound, "edge", None)
         if isinstance(edge, str):
             watched.edge = edge
-        found = watched.entries.of(event, iso(self._wall()))
+        found = watched.entries.of(event, "")
+        at = iso(self._wall()) if found else ""  # most events (deltas) make no entry
         for entry in found:
+            entry["at"] = at
             entry["node"] = self.node_id  # where it happened: a session may move
             if entry["kind"] == "turn":  # numbered as the session counts its user's turns
                 entry["turn"] = session.turn.number
