@@ -65,7 +65,11 @@ async def test_candidates_that_follow_the_offer_connect_the_call(
         assert await patch(gateway, call_id, {"candidates": [], "done": True}) == 204
         await peer.answered(answer)
         peer.send({"type": "session.start", "mode": "text"})
-        await peer.until_event("session.started")
+        started = await peer.until_event("session.started")
+        # The gateway's side took the end of the browser's candidates (its ICE agent stops
+        # waiting for more only then).
+        call = gateway.server.webrtc.call_for(started["session_id"])  # type: ignore[union-attr]
+        assert call.link.trickling is False
         peer.send({"type": "text.send", "text": "trickled"})
         assert (await peer.until_event("response.done"))["text"] == "You said: trickled"
     finally:
